@@ -1,1 +1,15 @@
+//! kmirror: a Kafka cluster mirror whose naming and filtering decisions are WebAssembly
+//! plugins.
+//!
+//! # Layout
+//!
+//! - [`cli`]: the `kmirror` command line (clap) and its subcommands.
+//! - [`policy`]: the role traits the host uses — topic filter, group filter, replication
+//!   policy, config-property filter — implemented by native built-ins and by components.
+//! - [`plugin`]: the WebAssembly runtime: engine and limits, compile cache, component
+//!   loading and role detection, per-role instances, built-ins, and the `plugin check`,
+//!   `plugin eval` and `plugin new` logic.
 
+pub mod cli;
+pub mod plugin;
+pub mod policy;

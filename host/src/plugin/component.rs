@@ -1,0 +1,188 @@
+//! Loading a component file: compile (or read from the cache), check its imports can be
+//! satisfied, and detect the roles it exports.
+
+use super::bindings::{config_property_filter, group_filter, replication_policy, topic_filter};
+use super::cache::CacheOutcome;
+use super::engine::HostState;
+use super::instance::RoleInstance;
+use super::{Config, PluginError, PluginHost, Role};
+use crate::policy::RoleHandle;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::component::{Component, InstancePre};
+
+/// The `kmirror:plugin` versions this host speaks: `0.1.x`.
+const PACKAGE: &str = "kmirror:plugin/";
+const COMPATIBLE_VERSION: &str = "0.1.";
+
+/// A compiled component, ready to instantiate for any of its roles.
+pub struct PluginComponent {
+    path: PathBuf,
+    roles: Vec<Role>,
+    loaded: Arc<Loaded>,
+    cache_outcome: CacheOutcome,
+    load_time: Duration,
+}
+
+/// What every instance of a component shares.
+pub(crate) struct Loaded {
+    pub host: PluginHost,
+    pub pre: InstancePre<HostState>,
+    pub name: String,
+}
+
+/// The roles among `exports` (export names), and the names that are not roles.
+pub(crate) fn detect_roles<'a>(exports: impl Iterator<Item = &'a str>) -> (Vec<Role>, Vec<String>) {
+    let mut roles = Vec::new();
+    let mut others = Vec::new();
+    for name in exports {
+        let role = name
+            .strip_prefix(PACKAGE)
+            .and_then(|rest| rest.split_once('@'))
+            .filter(|(_, version)| version.starts_with(COMPATIBLE_VERSION))
+            .and_then(|(iface, _)| Role::from_wit_name(iface));
+        match role {
+            Some(role) if !roles.contains(&role) => roles.push(role),
+            Some(_) => {}
+            None => others.push(name.to_string()),
+        }
+    }
+    roles.sort();
+    (roles, others)
+}
+
+/// A hint for bytes that are not a component.
+fn not_a_component_hint(bytes: &[u8]) -> Option<&'static str> {
+    match bytes.get(0..8) {
+        Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => Some(
+            "it is a core WebAssembly module, not a component: build it for wasm32-wasip2, or turn \
+             it into a component with wit-component (`cargo xtask plugins` does both)",
+        ),
+        Some([0, b'a', b's', b'm', ..]) => None,
+        _ => Some("it is not a WebAssembly file"),
+    }
+}
+
+impl PluginComponent {
+    /// Loads the component at `path`.
+    pub fn load(host: &PluginHost, path: &Path) -> Result<Self, PluginError> {
+        let bytes = std::fs::read(path).map_err(|source| PluginError::Read { path: path.to_path_buf(), source })?;
+        Self::from_bytes(host, path, &bytes)
+    }
+
+    /// Loads a component from `bytes`; `path` names it in messages.
+    pub fn from_bytes(host: &PluginHost, path: &Path, bytes: &[u8]) -> Result<Self, PluginError> {
+        let started = Instant::now();
+        let compile_error = |message: String| PluginError::Compile { path: path.to_path_buf(), message };
+        if let Some(hint) = not_a_component_hint(bytes) {
+            return Err(compile_error(hint.to_string()));
+        }
+        let (component, cache_outcome) = match host.cache() {
+            Some(cache) => cache.load_or_compile(host.engine(), bytes),
+            None => Component::new(host.engine(), bytes).map(|c| (c, CacheOutcome::Compiled)),
+        }
+        .map_err(|e| compile_error(format!("{e:#}")))?;
+
+        let ty = component.component_type();
+        let (roles, others) = detect_roles(ty.exports(host.engine()).map(|(name, _)| name));
+        if roles.is_empty() {
+            let exports = if others.is_empty() { "nothing".to_string() } else { others.join(", ") };
+            return Err(PluginError::NoRole { path: path.to_path_buf(), exports });
+        }
+        let name = path.display().to_string();
+        let pre = host.linker().instantiate_pre(&component).map_err(|e| PluginError::Instantiate {
+            plugin: name.clone(),
+            message: format!("{e:#} (plugins may import only WASI interfaces, which grant nothing)"),
+        })?;
+        Ok(PluginComponent {
+            path: path.to_path_buf(),
+            roles,
+            loaded: Arc::new(Loaded { host: host.clone(), pre, name }),
+            cache_outcome,
+            load_time: started.elapsed(),
+        })
+    }
+
+    /// The file it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The roles it exports.
+    pub fn roles(&self) -> &[Role] {
+        &self.roles
+    }
+
+    /// Whether it came from the compile cache.
+    pub fn cache_outcome(&self) -> CacheOutcome {
+        self.cache_outcome
+    }
+
+    /// How long loading took.
+    pub fn load_time(&self) -> Duration {
+        self.load_time
+    }
+
+    /// A new instance, configured with `config`, playing `role`.
+    pub fn instantiate(&self, role: Role, config: &Config) -> Result<RoleHandle, PluginError> {
+        if !self.roles.contains(&role) {
+            return Err(PluginError::MissingRole {
+                plugin: self.loaded.name.clone(),
+                role,
+                exports: self.roles.iter().map(Role::to_string).collect::<Vec<_>>().join(", "),
+            });
+        }
+        let loaded = self.loaded.clone();
+        let config = config.entries().to_vec();
+        Ok(match role {
+            Role::TopicFilter => {
+                RoleHandle::TopicFilter(Arc::new(RoleInstance::<topic_filter::Guest>::new(loaded, config)?))
+            }
+            Role::GroupFilter => {
+                RoleHandle::GroupFilter(Arc::new(RoleInstance::<group_filter::Guest>::new(loaded, config)?))
+            }
+            Role::ReplicationPolicy => RoleHandle::ReplicationPolicy(Arc::new(
+                RoleInstance::<replication_policy::Guest>::new(loaded, config)?,
+            )),
+            Role::ConfigPropertyFilter => RoleHandle::ConfigPropertyFilter(Arc::new(
+                RoleInstance::<config_property_filter::Guest>::new(loaded, config)?,
+            )),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_are_detected_by_name_and_version() {
+        let (roles, others) = detect_roles(
+            [
+                "kmirror:plugin/topic-filter@0.1.0",
+                "kmirror:plugin/replication-policy@0.1.7",
+                "kmirror:plugin/group-filter@0.2.0",
+                "example:greeter/greet@1.0.0",
+                "kmirror:plugin/unknown@0.1.0",
+            ]
+            .into_iter(),
+        );
+        assert_eq!(roles, vec![Role::TopicFilter, Role::ReplicationPolicy]);
+        assert_eq!(
+            others,
+            vec![
+                "kmirror:plugin/group-filter@0.2.0",
+                "example:greeter/greet@1.0.0",
+                "kmirror:plugin/unknown@0.1.0"
+            ]
+        );
+    }
+
+    #[test]
+    fn core_modules_get_a_hint() {
+        assert!(not_a_component_hint(b"\0asm\x01\0\0\0").unwrap().contains("core WebAssembly module"));
+        assert!(not_a_component_hint(b"hello").unwrap().contains("not a WebAssembly file"));
+        assert!(not_a_component_hint(b"\0asm\x0d\0\x01\0").is_none());
+    }
+}

@@ -1,0 +1,231 @@
+//! The one place wasmtime is configured: engine settings, per-instance limits, the epoch
+//! ticker that enforces call deadlines, and the WASI context that grants nothing.
+
+use super::PluginError;
+use super::cache::ComponentCache;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime::{Engine, ResourceLimiter};
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+/// How often the epoch advances; call deadlines are rounded up to this.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Per-instance resource limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Linear memory cap per instance, in bytes.
+    pub memory_bytes: usize,
+    /// The longest one call (including `configure`) may run before it is interrupted.
+    pub call_deadline: Duration,
+    /// Cap on table elements per table.
+    pub table_elements: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 64 << 20,
+            call_deadline: Duration::from_secs(1),
+            table_elements: 100_000,
+        }
+    }
+}
+
+impl Limits {
+    /// The deadline in epoch ticks (at least one whole tick beyond the current one).
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        let tick = EPOCH_TICK.as_nanos();
+        (self.call_deadline.as_nanos().div_ceil(tick) as u64).max(1) + 1
+    }
+}
+
+/// The error a memory grow past the cap traps with.
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit of {limit} bytes exceeded (asked for {desired})")]
+pub(crate) struct MemoryLimitExceeded {
+    pub limit: usize,
+    pub desired: usize,
+}
+
+/// Enforces [`Limits`] on one store.
+pub(crate) struct Limiter {
+    limits: Limits,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.limits.memory_bytes {
+            return Err(MemoryLimitExceeded { limit: self.limits.memory_bytes, desired }.into());
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= self.limits.table_elements)
+    }
+
+    fn instances(&self) -> usize {
+        // A component built by wit-component holds a handful of core instances.
+        32
+    }
+
+    fn tables(&self) -> usize {
+        16
+    }
+
+    fn memories(&self) -> usize {
+        4
+    }
+}
+
+/// What a plugin's store holds: the limiter and a WASI context that grants nothing.
+pub(crate) struct HostState {
+    pub limiter: Limiter,
+    wasi: WasiCtx,
+    table: ResourceTable,
+}
+
+impl HostState {
+    pub fn new(limits: Limits) -> Self {
+        HostState {
+            limiter: Limiter { limits },
+            wasi: deny_all_wasi(),
+            table: ResourceTable::new(),
+        }
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// A wall clock stopped at the Unix epoch.
+struct FixedWallClock;
+
+impl HostWallClock for FixedWallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+/// A monotonic clock that never advances.
+struct FixedMonotonicClock;
+
+impl HostMonotonicClock for FixedMonotonicClock {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
+/// A WASI context that grants nothing: no preopened directories, no environment, no
+/// arguments, empty stdin and discarded stdout/stderr, no sockets or name lookups, clocks
+/// stopped at zero and "random" numbers from a fixed seed. Guests built for `wasm32-wasip2`
+/// import WASI and would not instantiate without it; they get no capability through it.
+fn deny_all_wasi() -> WasiCtx {
+    WasiCtxBuilder::new()
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .wall_clock(FixedWallClock)
+        .monotonic_clock(FixedMonotonicClock)
+        .secure_random(StdRng::seed_from_u64(0))
+        .insecure_random(StdRng::seed_from_u64(0))
+        .insecure_random_seed(0)
+        .build()
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<HostState>,
+    limits: Limits,
+    cache: Option<ComponentCache>,
+    stop_ticker: Arc<AtomicBool>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop_ticker.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The plugin runtime: one engine, one linker, the limits every instance gets and the
+/// on-disk compile cache. Cheap to clone; components keep it alive.
+#[derive(Clone)]
+pub struct PluginHost(Arc<Inner>);
+
+impl PluginHost {
+    /// A host with `limits` and, when `cache` is given, a compile cache there.
+    pub fn new(limits: Limits, cache: Option<ComponentCache>) -> Result<Self, PluginError> {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        // Component-model concurrency doubles the cost of every call and no role needs it.
+        config.concurrency_support(false);
+        config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+        let engine = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+
+        let stop_ticker = Arc::new(AtomicBool::new(false));
+        let (ticker_engine, stop) = (engine.clone(), stop_ticker.clone());
+        std::thread::Builder::new()
+            .name("kmirror-epoch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    ticker_engine.increment_epoch();
+                }
+            })
+            .map_err(|e| PluginError::Engine(format!("cannot start the epoch ticker: {e}")))?;
+        Ok(PluginHost(Arc::new(Inner { engine, linker, limits, cache, stop_ticker })))
+    }
+
+    /// A host with default limits and the default cache directory (no cache if there is
+    /// no usable home or cache directory).
+    pub fn with_defaults() -> Result<Self, PluginError> {
+        Self::new(Limits::default(), ComponentCache::default_location())
+    }
+
+    /// The limits every instance gets.
+    pub fn limits(&self) -> Limits {
+        self.0.limits
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.0.engine
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<HostState> {
+        &self.0.linker
+    }
+
+    pub(crate) fn cache(&self) -> Option<&ComponentCache> {
+        self.0.cache.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_rounds_up_to_ticks() {
+        let l = Limits { call_deadline: Duration::from_millis(12), ..Limits::default() };
+        assert_eq!(l.deadline_ticks(), 4);
+        let l = Limits { call_deadline: Duration::ZERO, ..Limits::default() };
+        assert_eq!(l.deadline_ticks(), 2);
+    }
+}

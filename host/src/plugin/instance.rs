@@ -1,0 +1,209 @@
+//! A long-lived, configured component instance per role.
+//!
+//! Each role instance owns its store. Calls are serialised by a mutex, bounded by the
+//! epoch deadline and the memory limiter. After any failed call the instance is dropped
+//! (a trapped component instance cannot be entered again) and the next call instantiates
+//! and configures a fresh one, so one bad input never disables a plugin.
+
+use super::bindings::{config_property_filter, group_filter, replication_policy, topic_filter};
+use super::component::Loaded;
+use super::engine::{HostState, MemoryLimitExceeded};
+use super::{PluginError, Role, TrapKind};
+use crate::policy::{ConfigPropertyFilter, GroupFilter, ReplicationPolicy, TopicFilter};
+use std::sync::{Arc, Mutex, PoisonError};
+use wasmtime::Store;
+use wasmtime::component::{Instance, InstancePre};
+
+type Pairs = Vec<(String, String)>;
+
+/// The bindgen `Guest` type of one role's interface.
+pub(crate) trait RoleGuest: Sized + Send + 'static {
+    const ROLE: Role;
+    type Indices: Send + Sync + 'static;
+    fn indices(pre: &InstancePre<HostState>) -> wasmtime::Result<Self::Indices>;
+    fn load(indices: &Self::Indices, store: &mut Store<HostState>, instance: &Instance) -> wasmtime::Result<Self>;
+    fn configure(&self, store: &mut Store<HostState>, config: &Pairs) -> wasmtime::Result<Result<(), String>>;
+}
+
+macro_rules! role_guest {
+    ($module:ident, $role:expr) => {
+        impl RoleGuest for $module::Guest {
+            const ROLE: Role = $role;
+            type Indices = $module::GuestIndices;
+            fn indices(pre: &InstancePre<HostState>) -> wasmtime::Result<Self::Indices> {
+                $module::GuestIndices::new(pre)
+            }
+            fn load(indices: &Self::Indices, store: &mut Store<HostState>, instance: &Instance) -> wasmtime::Result<Self> {
+                indices.load(store, instance)
+            }
+            fn configure(&self, store: &mut Store<HostState>, config: &Pairs) -> wasmtime::Result<Result<(), String>> {
+                self.call_configure(store, config)
+            }
+        }
+    };
+}
+
+role_guest!(topic_filter, Role::TopicFilter);
+role_guest!(group_filter, Role::GroupFilter);
+role_guest!(replication_policy, Role::ReplicationPolicy);
+role_guest!(config_property_filter, Role::ConfigPropertyFilter);
+
+struct Live<G> {
+    store: Store<HostState>,
+    guest: G,
+}
+
+/// One configured instance of a component playing role `G`.
+pub(crate) struct RoleInstance<G: RoleGuest> {
+    loaded: Arc<Loaded>,
+    indices: G::Indices,
+    config: Pairs,
+    live: Mutex<Option<Live<G>>>,
+}
+
+impl<G: RoleGuest> RoleInstance<G> {
+    /// Instantiates and configures; a configuration error is reported here, once.
+    pub fn new(loaded: Arc<Loaded>, config: Pairs) -> Result<Self, PluginError> {
+        let indices = G::indices(&loaded.pre).map_err(|e| PluginError::Instantiate {
+            plugin: loaded.name.clone(),
+            message: format!("{} role: {e:#}", G::ROLE),
+        })?;
+        let this = RoleInstance { loaded, indices, config, live: Mutex::new(None) };
+        let live = this.start()?;
+        *this.live.lock().unwrap_or_else(PoisonError::into_inner) = Some(live);
+        Ok(this)
+    }
+
+    fn start(&self) -> Result<Live<G>, PluginError> {
+        let host = &self.loaded.host;
+        let mut store = Store::new(host.engine(), HostState::new(host.limits()));
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(host.limits().deadline_ticks());
+        let instance = self
+            .loaded
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| self.classify(e, "instantiate"))?;
+        let guest = G::load(&self.indices, &mut store, &instance).map_err(|e| self.classify(e, "instantiate"))?;
+        store.set_epoch_deadline(host.limits().deadline_ticks());
+        match guest.configure(&mut store, &self.config) {
+            Ok(Ok(())) => Ok(Live { store, guest }),
+            Ok(Err(message)) => Err(PluginError::Config { plugin: self.loaded.name.clone(), role: G::ROLE, message }),
+            Err(e) => Err(self.classify(e, "configure")),
+        }
+    }
+
+    /// Runs one call within the limits; on failure the instance is discarded.
+    fn call<R>(
+        &self,
+        function: &'static str,
+        f: impl FnOnce(&G, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginError> {
+        let mut slot = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        let live = match slot.as_mut() {
+            Some(live) => live,
+            None => slot.insert(self.start()?),
+        };
+        live.store.set_epoch_deadline(self.loaded.host.limits().deadline_ticks());
+        match f(&live.guest, &mut live.store) {
+            Ok(value) => Ok(value),
+            Err(e) => {
+                *slot = None;
+                Err(self.classify(e, function))
+            }
+        }
+    }
+
+    fn classify(&self, error: wasmtime::Error, function: &'static str) -> PluginError {
+        let plugin = self.loaded.name.clone();
+        if let Some(limit) = error.downcast_ref::<MemoryLimitExceeded>() {
+            return PluginError::MemoryLimit { plugin, function, limit: limit.limit };
+        }
+        let message = format!("{error:#}");
+        let Some(trap) = error.downcast_ref::<wasmtime::Trap>() else {
+            return PluginError::Call { plugin, function, message };
+        };
+        let kind = match trap {
+            wasmtime::Trap::Interrupt => {
+                let deadline = self.loaded.host.limits().call_deadline;
+                return PluginError::Timeout { plugin, function, deadline };
+            }
+            wasmtime::Trap::UnreachableCodeReached => TrapKind::Unreachable,
+            wasmtime::Trap::MemoryOutOfBounds | wasmtime::Trap::TableOutOfBounds | wasmtime::Trap::HeapMisaligned => {
+                TrapKind::OutOfBounds
+            }
+            wasmtime::Trap::StackOverflow => TrapKind::StackOverflow,
+            wasmtime::Trap::IntegerDivisionByZero
+            | wasmtime::Trap::IntegerOverflow
+            | wasmtime::Trap::BadConversionToInteger => TrapKind::Arithmetic,
+            _ => TrapKind::Other,
+        };
+        PluginError::Trap { plugin, function, kind, message }
+    }
+}
+
+impl TopicFilter for RoleInstance<topic_filter::Guest> {
+    fn should_replicate_topic(&self, topic: &str) -> Result<bool, PluginError> {
+        self.call("should-replicate-topic", |g, s| g.call_should_replicate_topic(s, topic))
+    }
+    fn should_replicate_topics(&self, topics: &[String]) -> Result<Vec<bool>, PluginError> {
+        self.call("should-replicate-topics", |g, s| g.call_should_replicate_topics(s, topics))
+    }
+}
+
+impl GroupFilter for RoleInstance<group_filter::Guest> {
+    fn should_replicate_group(&self, group: &str) -> Result<bool, PluginError> {
+        self.call("should-replicate-group", |g, s| g.call_should_replicate_group(s, group))
+    }
+    fn should_replicate_groups(&self, groups: &[String]) -> Result<Vec<bool>, PluginError> {
+        self.call("should-replicate-groups", |g, s| g.call_should_replicate_groups(s, groups))
+    }
+}
+
+impl ConfigPropertyFilter for RoleInstance<config_property_filter::Guest> {
+    fn should_replicate_config_property(&self, name: &str) -> Result<bool, PluginError> {
+        self.call("should-replicate-config-property", |g, s| g.call_should_replicate_config_property(s, name))
+    }
+    fn should_replicate_source_default(&self, name: &str) -> Result<bool, PluginError> {
+        self.call("should-replicate-source-default", |g, s| g.call_should_replicate_source_default(s, name))
+    }
+}
+
+impl ReplicationPolicy for RoleInstance<replication_policy::Guest> {
+    fn format_remote_topic(&self, source_alias: &str, topic: &str) -> Result<String, PluginError> {
+        self.call("format-remote-topic", |g, s| g.call_format_remote_topic(s, source_alias, topic))
+    }
+    fn topic_source(&self, topic: &str) -> Result<Option<String>, PluginError> {
+        self.call("topic-source", |g, s| g.call_topic_source(s, topic))
+    }
+    fn upstream_topic(&self, topic: &str) -> Result<Option<String>, PluginError> {
+        self.call("upstream-topic", |g, s| g.call_upstream_topic(s, topic))
+    }
+    fn original_topic(&self, topic: &str) -> Result<String, PluginError> {
+        self.call("original-topic", |g, s| g.call_original_topic(s, topic))
+    }
+    fn heartbeats_topic(&self) -> Result<String, PluginError> {
+        self.call("heartbeats-topic", |g, s| g.call_heartbeats_topic(s))
+    }
+    fn offset_syncs_topic(&self, cluster_alias: &str) -> Result<String, PluginError> {
+        self.call("offset-syncs-topic", |g, s| g.call_offset_syncs_topic(s, cluster_alias))
+    }
+    fn checkpoints_topic(&self, cluster_alias: &str) -> Result<String, PluginError> {
+        self.call("checkpoints-topic", |g, s| g.call_checkpoints_topic(s, cluster_alias))
+    }
+    fn is_heartbeats_topic(&self, topic: &str) -> Result<bool, PluginError> {
+        self.call("is-heartbeats-topic", |g, s| g.call_is_heartbeats_topic(s, topic))
+    }
+    fn is_checkpoints_topic(&self, topic: &str) -> Result<bool, PluginError> {
+        self.call("is-checkpoints-topic", |g, s| g.call_is_checkpoints_topic(s, topic))
+    }
+    fn is_mm2_internal_topic(&self, topic: &str) -> Result<bool, PluginError> {
+        self.call("is-mm2-internal-topic", |g, s| g.call_is_mm2_internal_topic(s, topic))
+    }
+    fn is_internal_topic(&self, topic: &str) -> Result<bool, PluginError> {
+        self.call("is-internal-topic", |g, s| g.call_is_internal_topic(s, topic))
+    }
+    fn format_remote_topics(&self, source_alias: &str, topics: &[String]) -> Result<Vec<String>, PluginError> {
+        self.call("format-remote-topics", |g, s| g.call_format_remote_topics(s, source_alias, topics))
+    }
+}
