@@ -119,10 +119,12 @@ impl<G: RoleGuest> RoleInstance<G> {
         if let Some(limit) = error.downcast_ref::<MemoryLimitExceeded>() {
             return PluginError::MemoryLimit { plugin, function, limit: limit.limit };
         }
-        let message = format!("{error:#}");
         let Some(trap) = error.downcast_ref::<wasmtime::Trap>() else {
-            return PluginError::Call { plugin, function, message };
+            return PluginError::Call { plugin, function, message: format!("{error:#}") };
         };
+        // The trap alone; the wasm backtrace is for `KMIRROR_LOG=debug`.
+        tracing::debug!(plugin = %plugin, function, error = %format!("{error:?}"), "plugin call trapped");
+        let message = trap.to_string();
         let kind = match trap {
             wasmtime::Trap::Interrupt => {
                 let deadline = self.loaded.host.limits().call_deadline;

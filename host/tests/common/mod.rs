@@ -1,0 +1,31 @@
+//! Shared by the plugin tests: where the built components are.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// `target/plugins` (or `$KMIRROR_TEST_PLUGINS`), built by `cargo xtask plugins`.
+pub fn plugins_dir() -> PathBuf {
+    let dir = std::env::var_os("KMIRROR_TEST_PLUGINS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins"));
+    assert!(
+        dir.join("default_policy.wasm").is_file(),
+        "no built plugins in {}: run `cargo xtask plugins` first (scripts/test.sh does)",
+        dir.display()
+    );
+    dir
+}
+
+/// The two builds of plugin `name`: (`wasm32-unknown-unknown` + wit-component, `wasm32-wasip2`).
+pub fn both_kinds(name: &str) -> [PathBuf; 2] {
+    let dir = plugins_dir();
+    [dir.join(format!("{name}.wasm")), dir.join("wasip2").join(format!("{name}.wasm"))]
+}
+
+/// The `kmirror` binary under test.
+pub fn kmirror() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"));
+    cmd.env("KMIRROR_LOG", "warn");
+    cmd
+}
