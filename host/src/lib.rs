@@ -4,6 +4,7 @@
 //! # Layout
 //!
 //! - [`cli`]: the `kmirror` command line (clap) and its subcommands.
+//! - [`config`]: the TOML configuration, strict validation with file:line errors.
 //! - [`policy`]: the role traits the host uses — topic filter, group filter, replication
 //!   policy, config-property filter — implemented by native built-ins and by components.
 //! - [`plugin`]: the WebAssembly runtime: engine and limits, compile cache, component
@@ -11,5 +12,6 @@
 //!   `plugin eval` and `plugin new` logic.
 
 pub mod cli;
+pub mod config;
 pub mod plugin;
 pub mod policy;

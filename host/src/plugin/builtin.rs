@@ -9,6 +9,7 @@ use kmirror_mm2::{
 use std::sync::Arc;
 
 /// A named native built-in.
+#[derive(Debug)]
 pub struct Builtin {
     /// The name users give it (`default-policy`, ...).
     pub name: &'static str,

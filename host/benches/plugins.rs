@@ -1,0 +1,103 @@
+//! Plugin benchmarks: the cost of one filter decision through a WASM component (one call
+//! per name, and batched over 10,000 names) against the native built-in, and component
+//! load time cold and from the compile cache.
+//!
+//! Needs the built plugins: `cargo xtask plugins && cargo bench -p kmirror --bench plugins`.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use kmirror::plugin::cache::{CacheOutcome, ComponentCache};
+use kmirror::plugin::{Config, Limits, Plugin, PluginComponent, PluginHost, PluginSource, Role, builtin};
+use kmirror::policy::{RoleHandle, TopicFilter};
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+fn plugin_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins").join(format!("{name}.wasm"))
+}
+
+/// 10,000 topic names of realistic shapes, some of them internal.
+fn topic_names() -> Vec<String> {
+    (0..10_000)
+        .map(|i| match i % 10 {
+            0 => format!("__internal_{i}"),
+            1 => format!("app-{i}.changelog-internal"),
+            2 => format!("us-west.orders.v{i}"),
+            _ => format!("team{}.events.{i}", i % 37),
+        })
+        .collect()
+}
+
+fn topic_filter(handle: RoleHandle) -> Arc<dyn TopicFilter> {
+    match handle {
+        RoleHandle::TopicFilter(f) => f,
+        _ => unreachable!("not a topic filter"),
+    }
+}
+
+fn decisions(c: &mut Criterion) {
+    let host = PluginHost::new(Limits::default(), None).expect("host");
+    let names = topic_names();
+    let native = topic_filter(
+        Plugin::Builtin(builtin::find("default-topic-filter").expect("builtin"))
+            .instantiate(Role::TopicFilter, &Config::new())
+            .expect("native"),
+    );
+    let wasm = |path: PathBuf| {
+        topic_filter(
+            Plugin::open(&host, &PluginSource::File(path))
+                .expect("plugin")
+                .instantiate(Role::TopicFilter, &Config::new())
+                .expect("instance"),
+        )
+    };
+    let filters = [
+        ("native", native),
+        ("wasm", wasm(plugin_path("regex_filter"))),
+        ("wasm-wasip2", wasm(plugin_path("wasip2/regex_filter"))),
+    ];
+
+    let mut group = c.benchmark_group("topic-filter-10k-names");
+    group.throughput(Throughput::Elements(names.len() as u64));
+    group.sample_size(20);
+    for (label, filter) in &filters {
+        group.bench_function(BenchmarkId::new("single", label), |b| {
+            b.iter(|| {
+                for n in &names {
+                    black_box(filter.should_replicate_topic(n).expect("call"));
+                }
+            })
+        });
+        group.bench_function(BenchmarkId::new("batch", label), |b| {
+            b.iter(|| black_box(filter.should_replicate_topics(&names).expect("call")))
+        });
+    }
+    group.finish();
+}
+
+fn loading(c: &mut Criterion) {
+    let mut group = c.benchmark_group("component-load");
+    group.sample_size(10);
+    for name in ["default_policy", "regex_filter"] {
+        let path = plugin_path(name);
+        let bytes = std::fs::read(&path).expect("built plugin");
+        let cold = PluginHost::new(Limits::default(), None).expect("host");
+        group.bench_function(BenchmarkId::new("cold", name), |b| {
+            b.iter(|| black_box(PluginComponent::from_bytes(&cold, &path, &bytes).expect("load")))
+        });
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cached = PluginHost::new(Limits::default(), Some(ComponentCache::new(dir.path()))).expect("host");
+        PluginComponent::from_bytes(&cached, &path, &bytes).expect("warm the cache");
+        group.bench_function(BenchmarkId::new("cached", name), |b| {
+            b.iter(|| {
+                let c = PluginComponent::from_bytes(&cached, &path, &bytes).expect("load");
+                assert_eq!(c.cache_outcome(), CacheOutcome::Hit);
+                black_box(c)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decisions, loading);
+criterion_main!(benches);

@@ -1,0 +1,184 @@
+//! The configuration file's shape and its defaults.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+use toml::Spanned;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Clusters by alias. The alias is what replication policies see (`primary.orders`).
+    pub clusters: BTreeMap<String, Spanned<ClusterConfig>>,
+    /// Where plugins live and how they are limited.
+    #[serde(default)]
+    pub plugins: PluginsConfig,
+    /// The status and metrics endpoint.
+    #[serde(default)]
+    pub status: StatusConfig,
+    /// Source -> target flows.
+    #[serde(default)]
+    pub flows: Vec<Spanned<FlowConfig>>,
+}
+
+/// One cluster.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// `host:port[,host:port...]`.
+    pub bootstrap_servers: Spanned<String>,
+    /// Passed to librdkafka as they are (TLS, SASL, tuning). Values may use `${ENV_VAR}`.
+    #[serde(default)]
+    pub librdkafka: BTreeMap<String, Spanned<String>>,
+}
+
+/// `[plugins]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginsConfig {
+    /// The plugin directory, relative to the config file.
+    #[serde(default = "default_plugins_dir")]
+    pub dir: PathBuf,
+    /// The compile cache directory (default: the user cache directory).
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
+    /// Memory cap per plugin instance, in MiB.
+    #[serde(default = "default_memory_limit_mib")]
+    pub memory_limit_mib: usize,
+    /// Per-call deadline.
+    #[serde(default = "default_call_timeout", with = "humantime_serde")]
+    pub call_timeout: Duration,
+}
+
+impl Default for PluginsConfig {
+    fn default() -> Self {
+        PluginsConfig {
+            dir: default_plugins_dir(),
+            cache_dir: None,
+            memory_limit_mib: default_memory_limit_mib(),
+            call_timeout: default_call_timeout(),
+        }
+    }
+}
+
+/// `[status]`: the HTTP endpoint serving `/health`, `/status` and `/metrics`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StatusConfig {
+    /// `host:port` to listen on; no endpoint when absent.
+    #[serde(default)]
+    pub listen: Option<Spanned<String>>,
+}
+
+/// A plugin slot: `{ builtin = NAME }` or `{ plugin = FILE }`, with an optional `config`.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct SlotConfig {
+    /// A native built-in's name.
+    #[serde(default)]
+    pub builtin: Option<String>,
+    /// A component file in the plugin directory.
+    #[serde(default)]
+    pub plugin: Option<String>,
+    /// The role's configuration. Values may use `${ENV_VAR}`.
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+}
+
+/// Where offset syncs are written.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncsLocation {
+    /// The source cluster (MM2's default).
+    #[default]
+    Source,
+    /// The target cluster.
+    Target,
+}
+
+/// Where a newly discovered partition starts.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum StartOffset {
+    /// Its first record (MM2's behaviour).
+    #[default]
+    Earliest,
+    /// Only records produced from now on.
+    Latest,
+}
+
+/// One `[[flows]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowConfig {
+    /// The source cluster alias.
+    pub source: Spanned<String>,
+    /// The target cluster alias.
+    pub target: Spanned<String>,
+    /// Which topics are mirrored (default: `default-topic-filter`).
+    #[serde(default)]
+    pub topic_filter: Option<Spanned<SlotConfig>>,
+    /// Which groups are checkpointed (default: `default-group-filter`).
+    #[serde(default)]
+    pub group_filter: Option<Spanned<SlotConfig>>,
+    /// How remote topics are named (default: `default-policy`).
+    #[serde(default)]
+    pub replication_policy: Option<Spanned<SlotConfig>>,
+    /// Which topic configs are copied (default: `default-config-property-filter`).
+    #[serde(default)]
+    pub config_property_filter: Option<Spanned<SlotConfig>>,
+    /// How often source topics are listed.
+    #[serde(default = "default_refresh_topics_interval", with = "humantime_serde")]
+    pub refresh_topics_interval: Duration,
+    /// An offset sync at least every this many records per partition.
+    #[serde(default = "default_offset_lag_max")]
+    pub offset_lag_max: u64,
+    /// Replication factor of created topics (default: the target broker's default).
+    #[serde(default)]
+    pub replication_factor: Option<i32>,
+    /// Whether heartbeats are emitted.
+    #[serde(default = "default_true")]
+    pub emit_heartbeats_enabled: bool,
+    /// How often a heartbeat is emitted.
+    #[serde(default = "default_heartbeats_interval", with = "humantime_serde")]
+    pub emit_heartbeats_interval: Duration,
+    /// Where offset syncs are written: `source` (default) or `target`.
+    #[serde(default)]
+    pub offset_syncs_topic_location: SyncsLocation,
+    /// How often delayed offset syncs are flushed and progress is stored.
+    #[serde(default = "default_flush_interval", with = "humantime_serde")]
+    pub offset_flush_interval: Duration,
+    /// Where new partitions start: `earliest` (default) or `latest`.
+    #[serde(default)]
+    pub start_offset: StartOffset,
+    /// Whether topic configs are copied to created topics.
+    #[serde(default = "default_true")]
+    pub sync_topic_configs: bool,
+}
+
+fn default_plugins_dir() -> PathBuf {
+    PathBuf::from("plugins.d")
+}
+fn default_memory_limit_mib() -> usize {
+    64
+}
+fn default_call_timeout() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_refresh_topics_interval() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_offset_lag_max() -> u64 {
+    100
+}
+fn default_true() -> bool {
+    true
+}
+fn default_heartbeats_interval() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_flush_interval() -> Duration {
+    Duration::from_secs(1)
+}

@@ -1,0 +1,150 @@
+use super::*;
+use std::time::Duration;
+
+fn load(text: &str) -> Result<LoadedConfig, ConfigErrors> {
+    load_str(text, Path::new("/etc/kmirror/kmirror.toml"))
+}
+
+fn errors(text: &str) -> Vec<String> {
+    match load(text) {
+        Ok(_) => panic!("expected errors"),
+        Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+const CLUSTERS: &str = r#"
+[clusters.primary]
+bootstrap_servers = "127.0.0.1:19092"
+
+[clusters.backup]
+bootstrap_servers = "127.0.0.1:29092"
+"#;
+
+#[test]
+fn the_documented_example_with_builtins_loads_with_defaults() {
+    let text = format!(
+        r#"{CLUSTERS}
+[clusters.primary.librdkafka]
+"security.protocol" = "PLAINTEXT"
+
+[[flows]]
+source = "primary"
+target = "backup"
+topic_filter = {{ builtin = "default-topic-filter", config = {{ "topics" = "orders.*,payments", "topics.exclude" = ".*\\.tmp" }} }}
+group_filter = {{ builtin = "default-group-filter" }}
+config_property_filter = {{ builtin = "default-config-property-filter" }}
+refresh_topics_interval = "500ms"
+offset_lag_max = 100
+replication_factor = 1
+"#
+    );
+    let cfg = load(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.plugins_dir, Path::new("/etc/kmirror/plugins.d"));
+    let flow = &cfg.flows[0];
+    assert_eq!(flow.name, "primary->backup");
+    assert_eq!(flow.source.librdkafka["security.protocol"], "PLAINTEXT");
+    assert_eq!(flow.settings.refresh_topics_interval, Duration::from_millis(500));
+    assert_eq!(flow.settings.emit_heartbeats_interval, Duration::from_secs(1));
+    assert_eq!(flow.replication_policy.source, PluginSource::Builtin("default-policy".into()));
+    let RoleHandle::TopicFilter(f) = &flow.topic_filter.handle else { panic!() };
+    assert!(f.should_replicate_topic("orders-eu").unwrap());
+    assert!(!f.should_replicate_topic("orders.tmp").unwrap());
+    assert!(!f.should_replicate_topic("shipping").unwrap());
+}
+
+#[test]
+fn unknown_keys_and_wrong_types_name_line_and_key() {
+    let e = errors(&format!("{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nrefresh_topic_interval = \"5s\"\n"));
+    assert_eq!(e.len(), 1);
+    assert!(e[0].starts_with("/etc/kmirror/kmirror.toml:11:"), "{}", e[0]);
+    assert!(e[0].contains("unknown field `refresh_topic_interval`"), "{}", e[0]);
+
+    let e = errors(&format!("{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nrefresh_topics_interval = 5\n"));
+    assert!(e[0].contains(":11:") && e[0].contains("refresh_topics_interval") || e[0].contains("duration"), "{}", e[0]);
+    let e = errors(&format!("{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nrefresh_topics_interval = \"soon\"\n"));
+    assert!(e[0].contains(":11:"), "{}", e[0]);
+}
+
+#[test]
+fn every_semantic_error_is_reported_at_once() {
+    let text = format!(
+        r#"{CLUSTERS}
+[[flows]]
+source = "primry"
+target = "backup"
+
+[[flows]]
+source = "backup"
+target = "backup"
+topic_filter = {{ builtin = "default-policy" }}
+group_filter = {{ builtin = "no-such" }}
+replication_policy = {{ builtin = "default-policy", plugin = "x.wasm" }}
+config_property_filter = {{ plugin = "missing.wasm" }}
+"#
+    );
+    let e = errors(&text);
+    let all = e.join("\n");
+    assert!(all.contains(":9:10: flows[0].source: unknown cluster `primry`; clusters are: backup, primary"), "{all}");
+    assert!(all.contains(":14:10: flows[1].target: source and target must be different clusters"), "{all}");
+    assert!(all.contains(":15:16: flows[1].topic_filter: built-in `default-policy` is a replication-policy, not a topic-filter"), "{all}");
+    assert!(all.contains(":16:16: flows[1].group_filter: unknown built-in `no-such`"), "{all}");
+    assert!(all.contains(":17:22: flows[1].replication_policy: give exactly one of"), "{all}");
+    assert!(all.contains(":18:26: flows[1].config_property_filter: cannot read plugin /etc/kmirror/plugins.d/missing.wasm"), "{all}");
+    assert_eq!(e.len(), 6, "{all}");
+}
+
+#[test]
+fn builtin_configuration_errors_are_located() {
+    let text = format!(
+        "{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\ntopic_filter = {{ builtin = \"default-topic-filter\", config = {{ \"topic\" = \"x\" }} }}\n"
+    );
+    let e = errors(&text);
+    assert!(e[0].contains(":11:16: flows[0].topic_filter:") && e[0].contains("unknown key `topic`"), "{}", e[0]);
+}
+
+#[test]
+fn environment_variables_are_substituted_and_secrets_hidden() {
+    // SAFETY: test-only variables with unique names.
+    unsafe { std::env::set_var("KMIRROR_TEST_PASSWORD", "s3cret") };
+    unsafe { std::env::set_var("KMIRROR_TEST_SERVERS", "10.0.0.1:9092") };
+    let text = r#"
+[clusters.primary]
+bootstrap_servers = "${KMIRROR_TEST_SERVERS}"
+[clusters.primary.librdkafka]
+"sasl.password" = "${KMIRROR_TEST_PASSWORD}"
+"client.id" = "cost$$center"
+[clusters.backup]
+bootstrap_servers = "b:9092"
+[[flows]]
+source = "primary"
+target = "backup"
+"#;
+    let cfg = load(text).unwrap_or_else(|e| panic!("{e}"));
+    let primary = &cfg.flows[0].source;
+    assert_eq!(primary.bootstrap_servers, "10.0.0.1:9092");
+    assert_eq!(primary.librdkafka["sasl.password"], "s3cret");
+    assert_eq!(primary.librdkafka["client.id"], "cost$center");
+    let shown = format!("{primary:?}");
+    assert!(!shown.contains("s3cret") && shown.contains("***"), "{shown}");
+
+    let e = errors(&text.replace("KMIRROR_TEST_PASSWORD", "KMIRROR_TEST_UNSET_VAR"));
+    assert!(e[0].contains(":5:19:") && e[0].contains("environment variable `KMIRROR_TEST_UNSET_VAR` is not set"), "{}", e[0]);
+}
+
+#[test]
+fn librdkafka_conflicts_name_both_keys() {
+    let text = format!(
+        "{CLUSTERS}[clusters.backup.librdkafka]\n\"bootstrap.servers\" = \"x:1\"\n\"enable.idempotence\" = \"false\"\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\n"
+    );
+    let all = errors(&text).join("\n");
+    assert!(all.contains("clusters.backup.librdkafka.\"bootstrap.servers\": conflicts with clusters.backup.bootstrap_servers"), "{all}");
+    assert!(all.contains("\"enable.idempotence\": is set by kmirror"), "{all}");
+}
+
+#[test]
+fn empty_files_say_what_is_missing() {
+    let all = errors("").join("\n");
+    assert!(all.contains("missing field `clusters`"), "{all}");
+    let all = errors(CLUSTERS).join("\n");
+    assert!(all.contains("flows: no [[flows]] are defined"), "{all}");
+}

