@@ -5,6 +5,8 @@
 //!
 //! - [`cli`]: the `kmirror` command line (clap) and its subcommands.
 //! - [`config`]: the TOML configuration, strict validation with file:line errors.
+//! - [`flow`]: one source -> target flow: discovery, replication, offset syncs, heartbeats.
+//! - [`formats`]: MM2's OffsetSync, Checkpoint and Heartbeat records, byte for byte.
 //! - [`policy`]: the role traits the host uses — topic filter, group filter, replication
 //!   policy, config-property filter — implemented by native built-ins and by components.
 //! - [`plugin`]: the WebAssembly runtime: engine and limits, compile cache, component
@@ -13,5 +15,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod flow;
+pub mod formats;
 pub mod plugin;
 pub mod policy;

@@ -1,0 +1,220 @@
+//! Discovery as pure functions: which source topics are mirrored under which names
+//! ([`decide`]), and what to do about it given both clusters' snapshots ([`plan`]).
+
+use crate::plugin::PluginError;
+use crate::policy::{ReplicationPolicy, TopicFilter};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Topic name -> partition count.
+pub type Snapshot = BTreeMap<String, i32>;
+
+/// Whether a source topic is mirrored, and as what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Mirrored to this target topic.
+    Mirror(String),
+    /// Not mirrored, and why.
+    Skip(SkipReason),
+}
+
+/// Why a topic is not mirrored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// The policy calls it internal.
+    Internal,
+    /// It came from the target cluster (directly or through hops).
+    Cycle,
+    /// The topic filter rejected it.
+    Filtered,
+}
+
+/// MM2's rule: mirror `topic` when (the filter accepts it, or it is a heartbeats topic),
+/// it is not internal, and it is not a cycle (`topic-source` equals the target alias at
+/// any upstream hop). `accepted` is the topic filter's answer (asked in batches).
+pub fn decide(
+    topic: &str,
+    accepted: bool,
+    policy: &dyn ReplicationPolicy,
+    source_alias: &str,
+    target_alias: &str,
+) -> Result<Decision, PluginError> {
+    if policy.is_internal_topic(topic)? {
+        return Ok(Decision::Skip(SkipReason::Internal));
+    }
+    if is_cycle(topic, policy, target_alias)? {
+        return Ok(Decision::Skip(SkipReason::Cycle));
+    }
+    if !accepted && !policy.is_heartbeats_topic(topic)? {
+        return Ok(Decision::Skip(SkipReason::Filtered));
+    }
+    Ok(Decision::Mirror(policy.format_remote_topic(source_alias, topic)?))
+}
+
+/// Whether `topic` came from `target_alias`, following upstream hops (MM2's `isCycle`).
+pub fn is_cycle(topic: &str, policy: &dyn ReplicationPolicy, target_alias: &str) -> Result<bool, PluginError> {
+    let mut current = topic.to_string();
+    // A policy whose upstream names never end would loop; no real name has more hops
+    // than characters.
+    for _ in 0..=topic.len() {
+        match policy.topic_source(&current)? {
+            None => return Ok(false),
+            Some(source) if source == target_alias => return Ok(true),
+            Some(_) => {}
+        }
+        match policy.upstream_topic(&current)? {
+            Some(up) if up != current => current = up,
+            _ => return Ok(false),
+        }
+    }
+    Ok(false)
+}
+
+/// Decides every name of `topics` with one batched filter call.
+pub fn decide_all(
+    topics: &[String],
+    filter: &dyn TopicFilter,
+    policy: &dyn ReplicationPolicy,
+    source_alias: &str,
+    target_alias: &str,
+) -> Result<BTreeMap<String, Decision>, PluginError> {
+    let accepted = filter.should_replicate_topics(topics)?;
+    topics
+        .iter()
+        .zip(accepted)
+        .map(|(t, ok)| Ok((t.clone(), decide(t, ok, policy, source_alias, target_alias)?)))
+        .collect()
+}
+
+/// One thing to do on the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Create `target` with `partitions` partitions, for source topic `source`.
+    CreateTopic {
+        /// The source topic.
+        source: String,
+        /// The target topic.
+        target: String,
+        /// Its partition count.
+        partitions: i32,
+    },
+    /// Raise `target`'s partition count to `to` (the source grew).
+    AddPartitions {
+        /// The source topic.
+        source: String,
+        /// The target topic.
+        target: String,
+        /// The target's current count.
+        from: i32,
+        /// The source's count.
+        to: i32,
+    },
+}
+
+/// Something to report, not to act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// Several source topics map to one target name: none of them is mirrored.
+    Collision {
+        /// The target name.
+        target: String,
+        /// The source topics.
+        sources: Vec<String>,
+    },
+    /// A previously mirrored source topic is gone; its target is kept.
+    SourceVanished {
+        /// The source topic.
+        source: String,
+        /// Its target topic.
+        target: String,
+    },
+    /// A source topic has fewer partitions than before; the target keeps its partitions.
+    SourceShrank {
+        /// The source topic.
+        source: String,
+        /// The partition count last seen.
+        from: i32,
+        /// The partition count now.
+        to: i32,
+    },
+    /// The target topic has more partitions than the source (kept; never shrunk).
+    TargetLarger {
+        /// The target topic.
+        target: String,
+        /// Source partitions.
+        source_partitions: i32,
+        /// Target partitions.
+        target_partitions: i32,
+    },
+}
+
+/// What a discovery pass decided.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Target changes, in order.
+    pub actions: Vec<Action>,
+    /// Source topic -> (target topic, partitions to replicate) once the actions are done.
+    pub mirror: BTreeMap<String, (String, i32)>,
+    /// What to report.
+    pub problems: Vec<Problem>,
+}
+
+/// Plans a pass from the source and target snapshots, the decisions for the source
+/// topics, and what was mirrored on the previous pass (source -> (target, partitions)).
+pub fn plan(
+    source: &Snapshot,
+    target: &Snapshot,
+    decisions: &BTreeMap<String, Decision>,
+    previous: &BTreeMap<String, (String, i32)>,
+) -> Plan {
+    let mut plan = Plan::default();
+    let mut by_target: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (topic, decision) in decisions {
+        if let (Decision::Mirror(t), true) = (decision, source.contains_key(topic)) {
+            by_target.entry(t.as_str()).or_default().push(topic.as_str());
+        }
+    }
+    for (target_name, sources) in by_target {
+        if sources.len() > 1 {
+            plan.problems.push(Problem::Collision {
+                target: target_name.to_string(),
+                sources: sources.iter().map(|s| s.to_string()).collect(),
+            });
+            continue;
+        }
+        let topic = sources[0];
+        let partitions = source[topic];
+        match target.get(target_name) {
+            None => plan.actions.push(Action::CreateTopic {
+                source: topic.to_string(),
+                target: target_name.to_string(),
+                partitions,
+            }),
+            Some(&have) if have < partitions => plan.actions.push(Action::AddPartitions {
+                source: topic.to_string(),
+                target: target_name.to_string(),
+                from: have,
+                to: partitions,
+            }),
+            Some(&have) if have > partitions => plan.problems.push(Problem::TargetLarger {
+                target: target_name.to_string(),
+                source_partitions: partitions,
+                target_partitions: have,
+            }),
+            Some(_) => {}
+        }
+        if let Some((_, before)) = previous.get(topic).filter(|(_, before)| *before > partitions) {
+            plan.problems.push(Problem::SourceShrank { source: topic.to_string(), from: *before, to: partitions });
+        }
+        plan.mirror.insert(topic.to_string(), (target_name.to_string(), partitions));
+    }
+    let now: BTreeSet<&String> = source.keys().collect();
+    for (topic, (target_name, _)) in previous {
+        if !now.contains(topic) {
+            plan.problems.push(Problem::SourceVanished { source: topic.clone(), target: target_name.clone() });
+        }
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests;
