@@ -6,7 +6,7 @@
 //! catches a wrong plugin without connecting to any cluster.
 
 mod model;
-mod validate;
+pub mod validate;
 
 pub use model::*;
 pub use validate::{ConfigError, ConfigErrors, LoadedConfig, ResolvedFlow, ResolvedSlot, load, load_str};

@@ -1,6 +1,7 @@
 //! The `kmirror` command line: argument parsing and dispatch. Each subcommand returns the
 //! process exit code.
 
+mod daemon;
 mod plugin;
 
 use clap::{Parser, Subcommand};
@@ -26,6 +27,18 @@ pub struct Cli {
 /// Top-level commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run every flow of a configuration until SIGINT/SIGTERM.
+    Run {
+        /// The configuration file.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Check a configuration (and load its plugins) without connecting to any cluster.
+    Validate {
+        /// The configuration file.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
     /// Author, check and call plugins.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
@@ -42,6 +55,8 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     match cli.command {
         Command::Plugin(cmd) => plugin::run(cmd, cache),
+        Command::Run { config } => daemon::run(&config),
+        Command::Validate { config } => daemon::validate(&config),
     }
 }
 

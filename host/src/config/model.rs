@@ -15,9 +15,6 @@ pub struct ConfigFile {
     /// Where plugins live and how they are limited.
     #[serde(default)]
     pub plugins: PluginsConfig,
-    /// The status and metrics endpoint.
-    #[serde(default)]
-    pub status: StatusConfig,
     /// Source -> target flows.
     #[serde(default)]
     pub flows: Vec<Spanned<FlowConfig>>,
@@ -61,15 +58,6 @@ impl Default for PluginsConfig {
             call_timeout: default_call_timeout(),
         }
     }
-}
-
-/// `[status]`: the HTTP endpoint serving `/health`, `/status` and `/metrics`.
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct StatusConfig {
-    /// `host:port` to listen on; no endpoint when absent.
-    #[serde(default)]
-    pub listen: Option<Spanned<String>>,
 }
 
 /// A plugin slot: `{ builtin = NAME }` or `{ plugin = FILE }`, with an optional `config`.

@@ -121,8 +121,6 @@ pub struct LoadedConfig {
     pub plugins_dir: PathBuf,
     /// The plugin runtime the slots were loaded with.
     pub plugin_host: PluginHost,
-    /// `[status] listen`.
-    pub status_listen: Option<String>,
     /// The flows.
     pub flows: Vec<ResolvedFlow>,
 }
@@ -241,7 +239,6 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedConfig, ConfigErrors> {
         path: path.to_path_buf(),
         plugins_dir,
         plugin_host,
-        status_listen: parsed.status.listen.map(Spanned::into_inner),
         flows,
     })
 }

@@ -1,0 +1,81 @@
+//! `kmirror run` and `kmirror validate`.
+
+use crate::config;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// `kmirror validate --config FILE`: everything but connecting. Exit 0 valid, 2 invalid.
+pub fn validate(path: &Path) -> ExitCode {
+    match config::load(path) {
+        Ok(cfg) => {
+            println!("{}: valid", path.display());
+            for flow in &cfg.flows {
+                println!("flow {}:", flow.name);
+                for (slot, s) in [
+                    ("topic_filter", &flow.topic_filter),
+                    ("group_filter", &flow.group_filter),
+                    ("replication_policy", &flow.replication_policy),
+                    ("config_property_filter", &flow.config_property_filter),
+                ] {
+                    println!("  {slot:<24} {}", s.source);
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            eprintln!("{errors}");
+            eprintln!("{}: {} error(s)", path.display(), errors.0.len());
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `kmirror run --config FILE`: runs until SIGINT/SIGTERM; a second signal exits at once.
+pub fn run(path: &Path) -> ExitCode {
+    let cfg = match config::load(path) {
+        Ok(cfg) => cfg,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(async {
+        let shutdown = async {
+            first_signal().await;
+            tokio::spawn(async {
+                first_signal().await;
+                tracing::warn!("second signal: exiting at once");
+                std::process::exit(130);
+            });
+        };
+        match crate::daemon::run(cfg, shutdown).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(1)
+            }
+        }
+    })
+}
+
+async fn first_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+        (Ok(mut int), Ok(mut term)) => {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

