@@ -115,3 +115,49 @@ fn records_topics_syncs_and_heartbeats_are_mirrored() {
 
     assert_eq!(kmirror.stop(), Some(0), "graceful stop exits 0; log:\n{}", kmirror.logs());
 }
+
+#[test]
+fn a_topic_created_while_running_is_mirrored_within_two_refresh_intervals() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("first", 1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &primary.addr, &backup.addr, flow_with_prefix_policy());
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, text.replace("refresh_topics_interval = \"1s\"", "refresh_topics_interval = \"2s\"")).expect("config");
+    let mut kmirror = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    wait_for("the first topic", T, || dst.partitions("prod-primary.first"));
+
+    let created = std::time::Instant::now();
+    src.create_topic("late-arrival", 2);
+    produce_ids(&src, "late-arrival", 2, 0, 10);
+    wait_for("the new topic on the target", T, || dst.partitions("prod-primary.late-arrival"));
+    let took = created.elapsed();
+    assert!(took <= Duration::from_secs(4), "mirrored after {took:?}, more than two 2s refresh intervals");
+    assert_eq!(ids(&dst.read_all("prod-primary.late-arrival", 2, 20, T)).len(), 20, "log:\n{}", kmirror.logs());
+    assert_eq!(kmirror.stop(), Some(0));
+}
+
+#[test]
+fn upstream_heartbeats_flow_through_renamed() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    // A heartbeats topic on the source, as an upstream mirror would have written it.
+    src.create_topic("heartbeats", 1);
+    let key = [&[0u8, 4][..], b"east", &[0, 7], b"primary"].concat();
+    let value = [&[0u8, 0][..], &1_700_000_000_000i64.to_be_bytes()].concat();
+    src.produce("heartbeats", 0, &key, &value, &[], 1_700_000_000_000);
+    src.flush();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Heartbeats pass even a filter that accepts nothing else.
+    let flow = r#"topic_filter = { builtin = "default-topic-filter", config = { "topics" = "nothing-matches" } }
+replication_policy = { plugin = "prod_prefix.wasm" }"#;
+    let config = write_config(dir.path(), &primary.addr, &backup.addr, flow);
+    let mut kmirror = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let hops = wait_for("prod-primary.heartbeats", T, || dst.partitions("prod-primary.heartbeats"));
+    assert_eq!(hops, 1);
+    let recs = dst.read_all("prod-primary.heartbeats", 1, 1, T);
+    assert_eq!(recs[0].key.as_deref(), Some(key.as_slice()));
+    assert_eq!(recs[0].value.as_deref(), Some(value.as_slice()));
+    assert_eq!(kmirror.stop(), Some(0));
+}
