@@ -146,7 +146,8 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedConfig, ConfigErrors> {
         Ok(parsed) => parsed,
         Err(e) => {
             let span = e.span().unwrap_or(0..0);
-            v.error(span, "(syntax)", e.message().trim());
+            let key = key_at(text, span.start).unwrap_or_else(|| "(syntax)".to_string());
+            v.error(span, &key, e.message().trim());
             return Err(ConfigErrors(v.errors));
         }
     };
@@ -233,6 +234,7 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedConfig, ConfigErrors> {
         }
     }
     if !v.errors.is_empty() {
+        v.errors.sort_by_key(|e| (e.line, e.column));
         return Err(ConfigErrors(v.errors));
     }
     Ok(LoadedConfig {
@@ -241,6 +243,15 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedConfig, ConfigErrors> {
         plugin_host,
         flows,
     })
+}
+
+/// The key assigned on the line at byte `offset` (`key = ...`), for parse errors.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..].lines().next()?;
+    let (key, _) = line.split_once('=')?;
+    let key = key.trim().trim_matches('"');
+    (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
 }
 
 /// librdkafka properties kmirror sets itself, because its guarantees depend on them.

@@ -9,6 +9,7 @@ pub fn plugins_dir() -> PathBuf {
     let dir = std::env::var_os("KMIRROR_TEST_PLUGINS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins"));
+    let dir = dir.canonicalize().unwrap_or(dir);
     assert!(
         dir.join("default_policy.wasm").is_file(),
         "no built plugins in {}: run `cargo xtask plugins` first (scripts/test.sh does)",
