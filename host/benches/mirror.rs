@@ -25,7 +25,8 @@ fn reader(addr: &str, topic: &str) -> BaseConsumer {
         .expect("reader");
     let mut tpl = TopicPartitionList::new();
     for p in 0..PARTITIONS {
-        tpl.add_partition_offset(topic, p, Offset::Beginning).expect("tpl");
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .expect("tpl");
     }
     c.assign(&tpl).expect("assign");
     c
@@ -36,7 +37,10 @@ fn count_until(addr: &str, topic: &str, n: usize, timeout: Duration) -> Instant 
     let c = reader(addr, topic);
     let (mut seen, deadline) = (0, Instant::now() + timeout);
     while seen < n {
-        assert!(Instant::now() < deadline, "only {seen} of {n} records arrived in {topic}");
+        assert!(
+            Instant::now() < deadline,
+            "only {seen} of {n} records arrived in {topic}"
+        );
         if let Some(Ok(_)) = c.poll(Duration::from_millis(100)) {
             seen += 1;
         }
@@ -58,7 +62,8 @@ fn bare_copy(src: &str, dst: &str, topic: &str, n: usize) -> Duration {
     let mut copied = 0;
     while copied < n {
         if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
-            let mut r: BaseRecord<'_, [u8], [u8]> = BaseRecord::to("baseline").partition(m.partition());
+            let mut r: BaseRecord<'_, [u8], [u8]> =
+                BaseRecord::to("baseline").partition(m.partition());
             if let Some(k) = m.key() {
                 r = r.key(k);
             }
@@ -90,7 +95,10 @@ fn main() {
         println!("mirror: benchmark");
         return;
     }
-    let n: usize = std::env::var("RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let n: usize = std::env::var("RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
     let (primary, backup) = (Broker::start(), Broker::start());
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("bench", PARTITIONS);
@@ -98,16 +106,34 @@ fn main() {
     let value = vec![b'x'; 200];
     let started = Instant::now();
     for i in 0..n {
-        src.produce("bench", (i % PARTITIONS as usize) as i32, format!("{i}").as_bytes(), &value, &[], 1_700_000_000_000);
+        src.produce(
+            "bench",
+            (i % PARTITIONS as usize) as i32,
+            format!("{i}").as_bytes(),
+            &value,
+            &[],
+            1_700_000_000_000,
+        );
     }
     src.flush();
-    println!("produced {n} records of 200 bytes in {:?}", started.elapsed());
+    println!(
+        "produced {n} records of 200 bytes in {:?}",
+        started.elapsed()
+    );
 
     let bare = bare_copy(&primary.addr, &backup.addr, "bench", n);
-    println!("bare consume->produce: {n} records in {bare:.2?} = {:.0} records/s", n as f64 / bare.as_secs_f64());
+    println!(
+        "bare consume->produce: {n} records in {bare:.2?} = {:.0} records/s",
+        n as f64 / bare.as_secs_f64()
+    );
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = write_config(dir.path(), &primary.addr, &backup.addr, "emit_heartbeats_enabled = false");
+    let config = write_config(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        "emit_heartbeats_enabled = false",
+    );
     let started = Instant::now();
     let mut kmirror = Kmirror::start(&config, &dir.path().join("kmirror.log"));
     let done = count_until(&backup.addr, "primary.bench", n, Duration::from_secs(600));

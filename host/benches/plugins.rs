@@ -6,14 +6,18 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kmirror::plugin::cache::{CacheOutcome, ComponentCache};
-use kmirror::plugin::{Config, Limits, Plugin, PluginComponent, PluginHost, PluginSource, Role, builtin};
+use kmirror::plugin::{
+    Config, Limits, Plugin, PluginComponent, PluginHost, PluginSource, Role, builtin,
+};
 use kmirror::policy::{RoleHandle, TopicFilter};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 fn plugin_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins").join(format!("{name}.wasm"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/plugins")
+        .join(format!("{name}.wasm"))
 }
 
 /// 10,000 topic names of realistic shapes, some of them internal.
@@ -86,7 +90,8 @@ fn loading(c: &mut Criterion) {
             b.iter(|| black_box(PluginComponent::from_bytes(&cold, &path, &bytes).expect("load")))
         });
         let dir = tempfile::tempdir().expect("tempdir");
-        let cached = PluginHost::new(Limits::default(), Some(ComponentCache::new(dir.path()))).expect("host");
+        let cached = PluginHost::new(Limits::default(), Some(ComponentCache::new(dir.path())))
+            .expect("host");
         PluginComponent::from_bytes(&cached, &path, &bytes).expect("warm the cache");
         group.bench_function(BenchmarkId::new("cached", name), |b| {
             b.iter(|| {

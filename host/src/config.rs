@@ -9,4 +9,6 @@ mod model;
 pub mod validate;
 
 pub use model::*;
-pub use validate::{ConfigError, ConfigErrors, LoadedConfig, ResolvedFlow, ResolvedSlot, load, load_str};
+pub use validate::{
+    ConfigError, ConfigErrors, LoadedConfig, ResolvedFlow, ResolvedSlot, load, load_str,
+};

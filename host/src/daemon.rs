@@ -2,22 +2,56 @@
 //! stops them gracefully (stop fetching, finish in-flight produces, store progress).
 
 use crate::config::LoadedConfig;
+use crate::flow::FlowStats;
 use crate::flow::supervisor::{self, FlowError};
 use std::future::Future;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+/// Why the daemon stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// A flow could not start.
+    #[error(transparent)]
+    Flow(#[from] FlowError),
+    /// The status endpoint could not listen.
+    #[error("status endpoint: {0}")]
+    Status(String),
+}
+
 /// Runs `config`'s flows until `shutdown` resolves. A flow that cannot start stops all of
 /// them and is returned as the error.
-pub async fn run(config: LoadedConfig, shutdown: impl Future<Output = ()>) -> Result<(), FlowError> {
+pub async fn run(
+    config: LoadedConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DaemonError> {
+    let flows: Vec<_> = config
+        .flows
+        .into_iter()
+        .map(|f| {
+            let stats = Arc::new(FlowStats::new(&f.name));
+            (f, stats)
+        })
+        .collect();
+    let all_stats = flows.iter().map(|(_, s)| s.clone()).collect();
+    // Kept alive until the flows stopped.
+    let _status = match &config.status_listen {
+        Some(listen) => {
+            let server = crate::status::serve(listen, all_stats).map_err(DaemonError::Status)?;
+            tracing::info!(addr = %server.addr, "status endpoint: /health, /status");
+            Some(server)
+        }
+        None => None,
+    };
     let token = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
-    for flow in config.flows {
+    for (flow, stats) in flows {
         tracing::info!(flow = %flow.name, source = ?flow.source, target = ?flow.target,
             topic_filter = %flow.topic_filter.source, replication_policy = %flow.replication_policy.source,
             "configured flow");
-        tasks.spawn(supervisor::run(Arc::new(flow), token.clone()));
+        tasks.spawn(supervisor::run(Arc::new(flow), stats, token.clone()));
     }
+
     tokio::pin!(shutdown);
     let mut failure = None;
     loop {
@@ -42,7 +76,7 @@ pub async fn run(config: LoadedConfig, shutdown: impl Future<Output = ()>) -> Re
         }
     }
     match failure {
-        Some(e) => Err(e),
+        Some(e) => Err(e.into()),
         None => Ok(()),
     }
 }

@@ -54,7 +54,8 @@ impl Writer {
         // Kafka topic and group names are far below i16::MAX bytes; longer ones are cut
         // at the limit rather than written with a wrapped length.
         let bytes = &s.as_bytes()[..s.len().min(i16::MAX as usize)];
-        self.0.extend_from_slice(&(bytes.len() as i16).to_be_bytes());
+        self.0
+            .extend_from_slice(&(bytes.len() as i16).to_be_bytes());
         self.0.extend_from_slice(bytes);
         self
     }
@@ -79,16 +80,27 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn new(bytes: Option<&'a [u8]>, record: &'static str, part: &'static str) -> Result<Self, FormatError> {
+    fn new(
+        bytes: Option<&'a [u8]>,
+        record: &'static str,
+        part: &'static str,
+    ) -> Result<Self, FormatError> {
         let bytes = bytes.ok_or(FormatError::Missing { record, part })?;
-        Ok(Reader { bytes, record, part })
+        Ok(Reader {
+            bytes,
+            record,
+            part,
+        })
     }
     fn take<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], FormatError> {
-        let (head, rest) = self.bytes.split_first_chunk::<N>().ok_or(FormatError::Truncated {
-            record: self.record,
-            part: self.part,
-            field,
-        })?;
+        let (head, rest) = self
+            .bytes
+            .split_first_chunk::<N>()
+            .ok_or(FormatError::Truncated {
+                record: self.record,
+                part: self.part,
+                field,
+            })?;
         self.bytes = rest;
         Ok(*head)
     }
@@ -102,10 +114,18 @@ impl<'a> Reader<'a> {
         self.take::<8>(field).map(i64::from_be_bytes)
     }
     fn string(&mut self, field: &'static str) -> Result<String, FormatError> {
-        let bad = FormatError::BadString { record: self.record, part: self.part, field };
+        let bad = FormatError::BadString {
+            record: self.record,
+            part: self.part,
+            field,
+        };
         let len = usize::try_from(self.i16(field)?).map_err(|_| bad.clone())?;
         if self.bytes.len() < len {
-            return Err(FormatError::Truncated { record: self.record, part: self.part, field });
+            return Err(FormatError::Truncated {
+                record: self.record,
+                part: self.part,
+                field,
+            });
         }
         let (s, rest) = self.bytes.split_at(len);
         self.bytes = rest;
@@ -170,11 +190,20 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// key = group STRING, topic STRING, partition INT32.
     pub fn key(&self) -> Vec<u8> {
-        Writer::new().string(&self.group).string(&self.topic).i32(self.partition).0
+        Writer::new()
+            .string(&self.group)
+            .string(&self.topic)
+            .i32(self.partition)
+            .0
     }
     /// value = version INT16 (0), upstream INT64, downstream INT64, metadata STRING.
     pub fn value(&self) -> Vec<u8> {
-        Writer::new().i16(0).i64(self.upstream).i64(self.downstream).string(&self.metadata).0
+        Writer::new()
+            .i16(0)
+            .i64(self.upstream)
+            .i64(self.downstream)
+            .string(&self.metadata)
+            .0
     }
     /// Decodes a record of a checkpoints topic.
     pub fn decode(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Self, FormatError> {
@@ -185,7 +214,10 @@ impl Checkpoint {
         let partition = k.i32("partition")?;
         let version = v.i16("version")?;
         if version != 0 {
-            return Err(FormatError::Version { record: "Checkpoint", version });
+            return Err(FormatError::Version {
+                record: "Checkpoint",
+                version,
+            });
         }
         Ok(Checkpoint {
             group,
@@ -212,7 +244,10 @@ pub struct Heartbeat {
 impl Heartbeat {
     /// key = source alias STRING, target alias STRING.
     pub fn key(&self) -> Vec<u8> {
-        Writer::new().string(&self.source_alias).string(&self.target_alias).0
+        Writer::new()
+            .string(&self.source_alias)
+            .string(&self.target_alias)
+            .0
     }
     /// value = version INT16 (0), timestamp INT64.
     pub fn value(&self) -> Vec<u8> {
@@ -226,9 +261,16 @@ impl Heartbeat {
         let target_alias = k.string("target alias")?;
         let version = v.i16("version")?;
         if version != 0 {
-            return Err(FormatError::Version { record: "Heartbeat", version });
+            return Err(FormatError::Version {
+                record: "Heartbeat",
+                version,
+            });
         }
-        Ok(Heartbeat { source_alias, target_alias, timestamp_ms: v.i64("timestamp")? })
+        Ok(Heartbeat {
+            source_alias,
+            target_alias,
+            timestamp_ms: v.i64("timestamp")?,
+        })
     }
 }
 
@@ -239,15 +281,26 @@ mod tests {
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
     }
 
     #[test]
     fn offset_sync_matches_the_documented_bytes() {
-        let sync = OffsetSync { topic: "orders".into(), partition: 3, upstream: 1000, downstream: 995 };
+        let sync = OffsetSync {
+            topic: "orders".into(),
+            partition: 3,
+            upstream: 1000,
+            downstream: 995,
+        };
         assert_eq!(sync.key(), hex("0006 6f7264657273 00000003"));
         assert_eq!(sync.value(), hex("00000000000003e8 00000000000003e3"));
-        assert_eq!(OffsetSync::decode(Some(&sync.key()), Some(&sync.value())).unwrap(), sync);
+        assert_eq!(
+            OffsetSync::decode(Some(&sync.key()), Some(&sync.value())).unwrap(),
+            sync
+        );
     }
 
     #[test]
@@ -261,29 +314,57 @@ mod tests {
             metadata: String::new(),
         };
         assert_eq!(cp.key(), hex("0002 6731 0008 412e6f7264657273 00000003"));
-        assert_eq!(cp.value(), hex("0000 00000000000003e8 00000000000003e3 0000"));
-        assert_eq!(Checkpoint::decode(Some(&cp.key()), Some(&cp.value())).unwrap(), cp);
+        assert_eq!(
+            cp.value(),
+            hex("0000 00000000000003e8 00000000000003e3 0000")
+        );
+        assert_eq!(
+            Checkpoint::decode(Some(&cp.key()), Some(&cp.value())).unwrap(),
+            cp
+        );
     }
 
     #[test]
     fn heartbeat_layout() {
-        let hb = Heartbeat { source_alias: "a".into(), target_alias: "bc".into(), timestamp_ms: 1 };
+        let hb = Heartbeat {
+            source_alias: "a".into(),
+            target_alias: "bc".into(),
+            timestamp_ms: 1,
+        };
         assert_eq!(hb.key(), hex("0001 61 0002 6263"));
         assert_eq!(hb.value(), hex("0000 0000000000000001"));
-        assert_eq!(Heartbeat::decode(Some(&hb.key()), Some(&hb.value())).unwrap(), hb);
+        assert_eq!(
+            Heartbeat::decode(Some(&hb.key()), Some(&hb.value())).unwrap(),
+            hb
+        );
     }
 
     #[test]
     fn malformed_records_are_errors_not_panics() {
-        assert!(matches!(OffsetSync::decode(None, Some(&[])), Err(FormatError::Missing { part: "key", .. })));
+        assert!(matches!(
+            OffsetSync::decode(None, Some(&[])),
+            Err(FormatError::Missing { part: "key", .. })
+        ));
         let e = OffsetSync::decode(Some(&hex("0006 6f72")), Some(&[0; 16])).unwrap_err();
         assert_eq!(e.to_string(), "truncated OffsetSync key: missing topic");
         let e = OffsetSync::decode(Some(&hex("0001 61 00000001")), Some(&[0; 15])).unwrap_err();
-        assert_eq!(e.to_string(), "truncated OffsetSync value: missing downstream offset");
-        assert!(matches!(OffsetSync::decode(Some(&hex("ffff")), Some(&[0; 16])), Err(FormatError::BadString { .. })));
-        assert!(matches!(OffsetSync::decode(Some(&hex("0001 ff 00000001")), Some(&[0; 16])), Err(FormatError::BadString { .. })));
+        assert_eq!(
+            e.to_string(),
+            "truncated OffsetSync value: missing downstream offset"
+        );
+        assert!(matches!(
+            OffsetSync::decode(Some(&hex("ffff")), Some(&[0; 16])),
+            Err(FormatError::BadString { .. })
+        ));
+        assert!(matches!(
+            OffsetSync::decode(Some(&hex("0001 ff 00000001")), Some(&[0; 16])),
+            Err(FormatError::BadString { .. })
+        ));
         let v = hex("0001 0000000000000001");
-        assert!(matches!(Heartbeat::decode(Some(&hex("0000 0000")), Some(&v)), Err(FormatError::Version { version: 1, .. })));
+        assert!(matches!(
+            Heartbeat::decode(Some(&hex("0000 0000")), Some(&v)),
+            Err(FormatError::Version { version: 1, .. })
+        ));
     }
 
     proptest! {

@@ -4,7 +4,9 @@
 use crate::config::validate::ResolvedCluster;
 use crate::flow::discovery::Snapshot;
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::admin::{
+    AdminClient, AdminOptions, NewPartitions, NewTopic, ResourceSpecifier, TopicReplication,
+};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::StreamConsumer;
 use rdkafka::error::RDKafkaErrorCode;
@@ -74,11 +76,19 @@ impl Cluster {
             operation: "create admin client".into(),
             message: e.to_string(),
         })?;
-        Ok(Cluster { alias: cluster.alias.clone(), config, admin: Arc::new(admin) })
+        Ok(Cluster {
+            alias: cluster.alias.clone(),
+            config,
+            admin: Arc::new(admin),
+        })
     }
 
     fn error(&self, operation: impl Into<String>, message: impl ToString) -> KafkaError {
-        KafkaError { cluster: self.alias.clone(), operation: operation.into(), message: message.to_string() }
+        KafkaError {
+            cluster: self.alias.clone(),
+            operation: operation.into(),
+            message: message.to_string(),
+        }
     }
 
     /// A producer with kmirror's delivery settings (idempotent, acks=all) plus `extra`.
@@ -92,11 +102,17 @@ impl Cluster {
         for (k, v) in extra {
             config.set(*k, *v);
         }
-        config.create().map_err(|e| self.error("create producer", e))
+        config
+            .create()
+            .map_err(|e| self.error("create producer", e))
     }
 
     /// A consumer in `group` that never commits or stores offsets by itself.
-    pub fn consumer(&self, group: &str, extra: &[(&str, &str)]) -> Result<StreamConsumer, KafkaError> {
+    pub fn consumer(
+        &self,
+        group: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<StreamConsumer, KafkaError> {
         let mut config = self.config.clone();
         config
             .set("group.id", group)
@@ -107,17 +123,21 @@ impl Cluster {
         for (k, v) in extra {
             config.set(*k, *v);
         }
-        config.create().map_err(|e| self.error(format!("create consumer for group {group}"), e))
+        config
+            .create()
+            .map_err(|e| self.error(format!("create consumer for group {group}"), e))
     }
 
     /// Every topic with its partition count (topics the broker reports an error for are
     /// left out).
     pub async fn topics(&self) -> Result<Snapshot, KafkaError> {
         let admin = self.admin.clone();
-        let metadata = tokio::task::spawn_blocking(move || admin.inner().fetch_metadata(None, REQUEST_TIMEOUT))
-            .await
-            .map_err(|e| self.error("list topics", e))?
-            .map_err(|e| self.error("list topics", e))?;
+        let metadata = tokio::task::spawn_blocking(move || {
+            admin.inner().fetch_metadata(None, REQUEST_TIMEOUT)
+        })
+        .await
+        .map_err(|e| self.error("list topics", e))?
+        .map_err(|e| self.error("list topics", e))?;
         Ok(metadata
             .topics()
             .iter()
@@ -127,11 +147,18 @@ impl Cluster {
     }
 
     /// Creates `topics`; a topic that already exists counts as created.
-    pub async fn create_topics(&self, topics: &[TopicSpec]) -> Vec<(String, Result<(), KafkaError>)> {
+    pub async fn create_topics(
+        &self,
+        topics: &[TopicSpec],
+    ) -> Vec<(String, Result<(), KafkaError>)> {
         let new: Vec<NewTopic> = topics
             .iter()
             .map(|t| {
-                let mut n = NewTopic::new(&t.name, t.partitions, TopicReplication::Fixed(t.replication_factor));
+                let mut n = NewTopic::new(
+                    &t.name,
+                    t.partitions,
+                    TopicReplication::Fixed(t.replication_factor),
+                );
                 for (k, v) in &t.configs {
                     n = n.set(k, v);
                 }
@@ -140,7 +167,15 @@ impl Cluster {
             .collect();
         let opts = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
         match self.admin.create_topics(new.iter(), &opts).await {
-            Err(e) => topics.iter().map(|t| (t.name.clone(), Err(self.error(format!("create topic {}", t.name), &e)))).collect(),
+            Err(e) => topics
+                .iter()
+                .map(|t| {
+                    (
+                        t.name.clone(),
+                        Err(self.error(format!("create topic {}", t.name), &e)),
+                    )
+                })
+                .collect(),
             Ok(results) => results
                 .into_iter()
                 .map(|r| match r {
@@ -160,7 +195,11 @@ impl Cluster {
         let op = || format!("add partitions to {topic} (to {count})");
         let new = NewPartitions::new(topic, count as usize);
         let opts = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
-        let results = self.admin.create_partitions([&new], &opts).await.map_err(|e| self.error(op(), e))?;
+        let results = self
+            .admin
+            .create_partitions([&new], &opts)
+            .await
+            .map_err(|e| self.error(op(), e))?;
         match results.into_iter().next() {
             Some(Err((_, code))) => Err(self.error(op(), code)),
             _ => Ok(()),
@@ -181,7 +220,11 @@ impl Cluster {
             let resource = result.map_err(|e| self.error(op(), e))?;
             for e in resource.entries {
                 if let (Some(value), false) = (e.value, e.is_sensitive) {
-                    entries.push(TopicConfigEntry { name: e.name, value, is_default: e.is_default });
+                    entries.push(TopicConfigEntry {
+                        name: e.name,
+                        value,
+                        is_default: e.is_default,
+                    });
                 }
             }
         }
@@ -189,7 +232,11 @@ impl Cluster {
     }
 
     /// Creates a single-partition compacted internal topic if it does not exist.
-    pub async fn ensure_internal_topic(&self, name: &str, replication_factor: i32) -> Result<(), KafkaError> {
+    pub async fn ensure_internal_topic(
+        &self,
+        name: &str,
+        replication_factor: i32,
+    ) -> Result<(), KafkaError> {
         if self.topics().await?.contains_key(name) {
             return Ok(());
         }
@@ -199,6 +246,10 @@ impl Cluster {
             replication_factor,
             configs: vec![("cleanup.policy".into(), "compact".into())],
         };
-        self.create_topics(&[spec]).await.into_iter().map(|(_, r)| r).collect::<Result<(), _>>()
+        self.create_topics(&[spec])
+            .await
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect::<Result<(), _>>()
     }
 }

@@ -11,6 +11,7 @@
 //! - [`kafka`]: rdkafka clients and the admin operations kmirror uses.
 //! - [`policy`]: the role traits the host uses — topic filter, group filter, replication
 //!   policy, config-property filter — implemented by native built-ins and by components.
+//! - [`status`]: the `/health` and `/status` HTTP endpoint.
 //! - [`plugin`]: the WebAssembly runtime: engine and limits, compile cache, component
 //!   loading and role detection, per-role instances, built-ins, and the `plugin check`,
 //!   `plugin eval` and `plugin new` logic.
@@ -23,3 +24,4 @@ pub mod formats;
 pub mod kafka;
 pub mod plugin;
 pub mod policy;
+pub mod status;

@@ -56,7 +56,11 @@ pub trait ReplicationPolicy: Send + Sync {
     /// Whether `topic` is internal and never mirrored.
     fn is_internal_topic(&self, topic: &str) -> Result<bool, PluginError>;
     /// The batch form of `format_remote_topic`.
-    fn format_remote_topics(&self, source_alias: &str, topics: &[String]) -> Result<Vec<String>, PluginError>;
+    fn format_remote_topics(
+        &self,
+        source_alias: &str,
+        topics: &[String],
+    ) -> Result<Vec<String>, PluginError>;
 }
 
 /// A native implementation of one of MM2's roles, seen through the host traits.
@@ -123,7 +127,11 @@ impl<T: kmirror_mm2::ReplicationPolicy + Send + Sync> ReplicationPolicy for Nati
     fn is_internal_topic(&self, topic: &str) -> Result<bool, PluginError> {
         Ok(self.0.is_internal_topic(topic))
     }
-    fn format_remote_topics(&self, source_alias: &str, topics: &[String]) -> Result<Vec<String>, PluginError> {
+    fn format_remote_topics(
+        &self,
+        source_alias: &str,
+        topics: &[String],
+    ) -> Result<Vec<String>, PluginError> {
         Ok(self.0.format_remote_topics(source_alias, topics))
     }
 }

@@ -9,7 +9,12 @@ use std::process::Output;
 
 fn run(args: &[&str]) -> Output {
     let cache = tempfile::tempdir().unwrap();
-    kmirror().args(args).arg("--cache-dir").arg(cache.path()).output().unwrap()
+    kmirror()
+        .args(args)
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .output()
+        .unwrap()
 }
 
 fn stdout(o: &Output) -> String {
@@ -24,11 +29,22 @@ fn stderr(o: &Output) -> String {
 fn eval_examples_print_exactly_for_builtins_and_wasm() {
     let policy = both_kinds("default_policy");
     let filter = both_kinds("regex_filter");
-    let policies = ["builtin:default-policy", policy[0].to_str().unwrap(), policy[1].to_str().unwrap()];
-    let filters = ["builtin:default-topic-filter", filter[0].to_str().unwrap(), filter[1].to_str().unwrap()];
+    let policies = [
+        "builtin:default-policy",
+        policy[0].to_str().unwrap(),
+        policy[1].to_str().unwrap(),
+    ];
+    let filters = [
+        "builtin:default-topic-filter",
+        filter[0].to_str().unwrap(),
+        filter[1].to_str().unwrap(),
+    ];
     for p in policies {
         let cases: [(&[&str], &str); 3] = [
-            (&["format-remote-topic", "us-west", "topic1"], "\"us-west.topic1\"\n"),
+            (
+                &["format-remote-topic", "us-west", "topic1"],
+                "\"us-west.topic1\"\n",
+            ),
             (&["topic-source", "us-west.topic1"], "\"us-west\"\n"),
             (&["upstream-topic", "topic1"], "null\n"),
         ];
@@ -41,7 +57,13 @@ fn eval_examples_print_exactly_for_builtins_and_wasm() {
         }
     }
     for f in filters {
-        let o = run(&["plugin", "eval", f, "should-replicate-topic", "__consumer_offsets"]);
+        let o = run(&[
+            "plugin",
+            "eval",
+            f,
+            "should-replicate-topic",
+            "__consumer_offsets",
+        ]);
         assert!(o.status.success(), "{f}: {}", stderr(&o));
         assert_eq!(stdout(&o), "false\n", "{f}");
     }
@@ -50,39 +72,108 @@ fn eval_examples_print_exactly_for_builtins_and_wasm() {
 #[test]
 fn eval_takes_config_and_lists() {
     let prefix = both_kinds("prod_prefix")[0].clone();
-    let o = run(&["plugin", "eval", prefix.to_str().unwrap(), "format-remote-topics", "east", "a", "b", "--config", "prefix=dr-"]);
-    assert_eq!(stdout(&o), "[\"dr-east.a\",\"dr-east.b\"]\n", "{}", stderr(&o));
-    let o = run(&["plugin", "eval", "builtin:default-topic-filter", "should-replicate-topic", "orders.tmp", "--config", "topics.exclude=.*\\.tmp"]);
+    let o = run(&[
+        "plugin",
+        "eval",
+        prefix.to_str().unwrap(),
+        "format-remote-topics",
+        "east",
+        "a",
+        "b",
+        "--config",
+        "prefix=dr-",
+    ]);
+    assert_eq!(
+        stdout(&o),
+        "[\"dr-east.a\",\"dr-east.b\"]\n",
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[
+        "plugin",
+        "eval",
+        "builtin:default-topic-filter",
+        "should-replicate-topic",
+        "orders.tmp",
+        "--config",
+        "topics.exclude=.*\\.tmp",
+    ]);
     assert_eq!(stdout(&o), "false\n");
 }
 
 #[test]
 fn eval_errors_have_exit_codes() {
-    let o = run(&["plugin", "eval", "builtin:default-policy", "no-such-function"]);
+    let o = run(&[
+        "plugin",
+        "eval",
+        "builtin:default-policy",
+        "no-such-function",
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("unknown function `no-such-function`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown function `no-such-function`"),
+        "{}",
+        stderr(&o)
+    );
     let o = run(&["plugin", "eval", "builtin:nope", "topic-source", "x"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown built-in `nope`"));
-    let o = run(&["plugin", "eval", "builtin:default-policy", "topic-source", "x", "--config", "colour=blue"]);
+    let o = run(&[
+        "plugin",
+        "eval",
+        "builtin:default-policy",
+        "topic-source",
+        "x",
+        "--config",
+        "colour=blue",
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("unknown key `colour`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown key `colour`"),
+        "{}",
+        stderr(&o)
+    );
     let trap = both_kinds("test_trap")[0].clone();
-    let o = run(&["plugin", "eval", trap.to_str().unwrap(), "should-replicate-topic", "panic"]);
+    let o = run(&[
+        "plugin",
+        "eval",
+        trap.to_str().unwrap(),
+        "should-replicate-topic",
+        "panic",
+    ]);
     assert_eq!(o.status.code(), Some(1), "a plugin failure is exit 1");
     assert!(stderr(&o).contains("trapped"), "{}", stderr(&o));
 }
 
 #[test]
 fn check_passes_every_reference_plugin() {
-    for name in ["default_policy", "identity_policy", "regex_filter", "default_config_filter", "prod_prefix"] {
+    for name in [
+        "default_policy",
+        "identity_policy",
+        "regex_filter",
+        "default_config_filter",
+        "prod_prefix",
+    ] {
         for path in both_kinds(name) {
             let o = run(&["plugin", "check", path.to_str().unwrap()]);
-            assert_eq!(o.status.code(), Some(0), "{}:\n{}{}", path.display(), stdout(&o), stderr(&o));
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{}:\n{}{}",
+                path.display(),
+                stdout(&o),
+                stderr(&o)
+            );
             assert!(stdout(&o).contains(" 0 failed"), "{}", stdout(&o));
         }
     }
-    for b in ["default-policy", "identity-policy", "default-topic-filter", "default-group-filter", "default-config-property-filter"] {
+    for b in [
+        "default-policy",
+        "identity-policy",
+        "default-topic-filter",
+        "default-group-filter",
+        "default-config-property-filter",
+    ] {
         let o = run(&["plugin", "check", &format!("builtin:{b}")]);
         assert_eq!(o.status.code(), Some(0), "{b}: {}", stdout(&o));
     }
@@ -94,7 +185,10 @@ fn check_lists_roles_in_a_table() {
     let o = run(&["plugin", "check", path.to_str().unwrap()]);
     let out = stdout(&o);
     assert!(out.contains("roles: topic-filter, group-filter"), "{out}");
-    assert!(out.contains("batch equals single") && out.contains("PASS"), "{out}");
+    assert!(
+        out.contains("batch equals single") && out.contains("PASS"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -115,7 +209,12 @@ fn check_load_errors_are_exit_2() {
     let no_role = both_kinds("test_no_role")[1].clone();
     let o = run(&["plugin", "check", no_role.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("exports no kmirror role") && stderr(&o).contains("example:greeter/greet"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("exports no kmirror role")
+            && stderr(&o).contains("example:greeter/greet"),
+        "{}",
+        stderr(&o)
+    );
     let o = run(&["plugin", "check", "/no/such/plugin.wasm"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("/no/such/plugin.wasm"));
@@ -131,7 +230,15 @@ fn hostile_components_never_take_the_cli_down() {
         ("test_trap", "panic", "trapped"),
     ] {
         for path in both_kinds(name) {
-            let o = run(&["plugin", "eval", path.to_str().unwrap(), "should-replicate-topic", topic, "--call-timeout", "200ms"]);
+            let o = run(&[
+                "plugin",
+                "eval",
+                path.to_str().unwrap(),
+                "should-replicate-topic",
+                topic,
+                "--call-timeout",
+                "200ms",
+            ]);
             assert_eq!(o.status.code(), Some(1), "{name}: {}", stderr(&o));
             assert!(stderr(&o).contains(expect), "{name}: {}", stderr(&o));
         }
@@ -150,22 +257,60 @@ fn new_scaffolds_plugins_that_build_and_pass_check() {
         ("my-groups", "group-filter"),
         ("my-configs", "config-property-filter"),
     ] {
-        let o = run(&["plugin", "new", name, "--role", role, "--dir", dir.path().to_str().unwrap()]);
+        let o = run(&[
+            "plugin",
+            "new",
+            name,
+            "--role",
+            role,
+            "--dir",
+            dir.path().to_str().unwrap(),
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
         let crate_dir = dir.path().join(name);
         let build = std::process::Command::new(env!("CARGO"))
-            .args(["build", "--offline", "--release", "--target", "wasm32-wasip2"])
+            .args([
+                "build",
+                "--offline",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+            ])
             .current_dir(&crate_dir)
             .env("CARGO_TARGET_DIR", &target)
             .output()
             .unwrap();
-        assert!(build.status.success(), "{name}: {}", String::from_utf8_lossy(&build.stderr));
-        let component = target.join("wasm32-wasip2/release").join(format!("{}.wasm", name.replace('-', "_")));
+        assert!(
+            build.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&build.stderr)
+        );
+        let component = target
+            .join("wasm32-wasip2/release")
+            .join(format!("{}.wasm", name.replace('-', "_")));
         let o = run(&["plugin", "check", component.to_str().unwrap()]);
-        assert_eq!(o.status.code(), Some(0), "{name}:\n{}{}", stdout(&o), stderr(&o));
-        assert!(stdout(&o).contains(&format!("roles: {role}")), "{}", stdout(&o));
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{name}:\n{}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        assert!(
+            stdout(&o).contains(&format!("roles: {role}")),
+            "{}",
+            stdout(&o)
+        );
     }
-    let o = run(&["plugin", "new", "my-policy", "--role", "replication-policy", "--dir", dir.path().to_str().unwrap()]);
+    let o = run(&[
+        "plugin",
+        "new",
+        "my-policy",
+        "--role",
+        "replication-policy",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2), "refuses to overwrite");
     let o = run(&["plugin", "new", "x", "--role", "nope"]);
     assert_eq!(o.status.code(), Some(2));

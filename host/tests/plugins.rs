@@ -6,13 +6,19 @@ mod common;
 
 use common::{both_kinds, plugins_dir};
 use kmirror::plugin::cache::{CacheOutcome, ComponentCache};
-use kmirror::plugin::{Config, Limits, Plugin, PluginComponent, PluginError, PluginHost, PluginSource, Role, TrapKind};
+use kmirror::plugin::{
+    Config, Limits, Plugin, PluginComponent, PluginError, PluginHost, PluginSource, Role, TrapKind,
+};
 use kmirror::policy::{ReplicationPolicy, RoleHandle, TopicFilter};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn host() -> PluginHost {
-    let limits = Limits { call_deadline: Duration::from_millis(200), memory_bytes: 32 << 20, ..Limits::default() };
+    let limits = Limits {
+        call_deadline: Duration::from_millis(200),
+        memory_bytes: 32 << 20,
+        ..Limits::default()
+    };
     PluginHost::new(limits, None).unwrap()
 }
 
@@ -21,14 +27,24 @@ fn open(host: &PluginHost, path: &std::path::Path) -> Plugin {
 }
 
 fn topic_filter(host: &PluginHost, path: &std::path::Path) -> Arc<dyn TopicFilter> {
-    match open(host, path).instantiate(Role::TopicFilter, &Config::new()).unwrap() {
+    match open(host, path)
+        .instantiate(Role::TopicFilter, &Config::new())
+        .unwrap()
+    {
         RoleHandle::TopicFilter(f) => f,
         _ => unreachable!(),
     }
 }
 
-fn policy(host: &PluginHost, path: &std::path::Path, config: &Config) -> Arc<dyn ReplicationPolicy> {
-    match open(host, path).instantiate(Role::ReplicationPolicy, config).unwrap() {
+fn policy(
+    host: &PluginHost,
+    path: &std::path::Path,
+    config: &Config,
+) -> Arc<dyn ReplicationPolicy> {
+    match open(host, path)
+        .instantiate(Role::ReplicationPolicy, config)
+        .unwrap()
+    {
         RoleHandle::ReplicationPolicy(p) => p,
         _ => unreachable!(),
     }
@@ -55,10 +71,16 @@ fn reference_plugins_export_their_roles() {
 fn a_component_without_a_role_is_rejected_naming_its_exports() {
     let host = host();
     for path in both_kinds("test_no_role") {
-        let err = PluginComponent::load(&host, &path).err().expect("must be rejected");
+        let err = PluginComponent::load(&host, &path)
+            .err()
+            .expect("must be rejected");
         let text = err.to_string();
         assert!(matches!(err, PluginError::NoRole { .. }), "{text}");
-        assert!(text.contains(&path.display().to_string()) && text.contains("example:greeter/greet@1.0.0"), "{text}");
+        assert!(
+            text.contains(&path.display().to_string())
+                && text.contains("example:greeter/greet@1.0.0"),
+            "{text}"
+        );
     }
 }
 
@@ -66,8 +88,15 @@ fn a_component_without_a_role_is_rejected_naming_its_exports() {
 fn a_missing_role_is_named() {
     let host = host();
     let plugin = open(&host, &both_kinds("default_policy")[0]);
-    let err = plugin.instantiate(Role::TopicFilter, &Config::new()).err().expect("no topic filter");
-    assert!(err.to_string().contains("does not export the topic-filter role; it exports: replication-policy"), "{err}");
+    let err = plugin
+        .instantiate(Role::TopicFilter, &Config::new())
+        .err()
+        .expect("no topic filter");
+    assert!(
+        err.to_string()
+            .contains("does not export the topic-filter role; it exports: replication-policy"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -76,15 +105,30 @@ fn bad_files_are_explained() {
     let dir = tempfile::tempdir().unwrap();
     let core = dir.path().join("core.wasm");
     std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
-    let err = PluginComponent::load(&host, &core).err().unwrap().to_string();
-    assert!(err.contains("core WebAssembly module") && err.contains("core.wasm"), "{err}");
+    let err = PluginComponent::load(&host, &core)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("core WebAssembly module") && err.contains("core.wasm"),
+        "{err}"
+    );
     let text = dir.path().join("notes.wasm");
     std::fs::write(&text, b"hello").unwrap();
-    let err = PluginComponent::load(&host, &text).err().unwrap().to_string();
+    let err = PluginComponent::load(&host, &text)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("not a WebAssembly file"), "{err}");
     let missing = dir.path().join("missing.wasm");
-    let err = PluginComponent::load(&host, &missing).err().unwrap().to_string();
-    assert!(err.contains("cannot read plugin") && err.contains("missing.wasm"), "{err}");
+    let err = PluginComponent::load(&host, &missing)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("cannot read plugin") && err.contains("missing.wasm"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -93,12 +137,27 @@ fn configuration_errors_come_back_from_the_guest() {
     for path in both_kinds("prod_prefix") {
         let plugin = open(&host, &path);
         let bad: Config = [("prefix", "x"), ("colour", "blue")].into_iter().collect();
-        let err = plugin.instantiate(Role::ReplicationPolicy, &bad).err().expect("rejected");
-        assert!(matches!(err, PluginError::Config { role: Role::ReplicationPolicy, .. }), "{err}");
+        let err = plugin
+            .instantiate(Role::ReplicationPolicy, &bad)
+            .err()
+            .expect("rejected");
+        assert!(
+            matches!(
+                err,
+                PluginError::Config {
+                    role: Role::ReplicationPolicy,
+                    ..
+                }
+            ),
+            "{err}"
+        );
         assert!(err.to_string().contains("unknown key `colour`"), "{err}");
         let ok: Config = [("prefix", "dr-")].into_iter().collect();
         let p = policy(&host, &path, &ok);
-        assert_eq!(p.format_remote_topic("east", "orders").unwrap(), "dr-east.orders");
+        assert_eq!(
+            p.format_remote_topic("east", "orders").unwrap(),
+            "dr-east.orders"
+        );
     }
 }
 
@@ -110,12 +169,26 @@ fn a_trap_is_contained_and_the_plugin_keeps_serving() {
         assert!(f.should_replicate_topic("orders").unwrap());
         let err = f.should_replicate_topic("panic").unwrap_err();
         assert!(
-            matches!(err, PluginError::Trap { kind: TrapKind::Unreachable, function: "should-replicate-topic", .. }),
+            matches!(
+                err,
+                PluginError::Trap {
+                    kind: TrapKind::Unreachable,
+                    function: "should-replicate-topic",
+                    ..
+                }
+            ),
             "{}: {err}",
             path.display()
         );
-        assert!(f.should_replicate_topic("orders").unwrap(), "re-instantiated after the trap");
-        assert_eq!(f.should_replicate_topics(&["a".into(), "b".into()]).unwrap(), vec![true, true]);
+        assert!(
+            f.should_replicate_topic("orders").unwrap(),
+            "re-instantiated after the trap"
+        );
+        assert_eq!(
+            f.should_replicate_topics(&["a".into(), "b".into()])
+                .unwrap(),
+            vec![true, true]
+        );
     }
 }
 
@@ -126,7 +199,10 @@ fn an_endless_loop_is_interrupted_at_the_deadline() {
         let f = topic_filter(&host, &path);
         let started = Instant::now();
         let err = f.should_replicate_topic("loop").unwrap_err();
-        assert!(matches!(err, PluginError::Timeout { deadline, .. } if deadline == Duration::from_millis(200)), "{err}");
+        assert!(
+            matches!(err, PluginError::Timeout { deadline, .. } if deadline == Duration::from_millis(200)),
+            "{err}"
+        );
         // Bounded by the deadline (generously, for a loaded CI machine), not hanging.
         assert!(started.elapsed() < Duration::from_secs(20));
         assert!(f.should_replicate_topic("orders").unwrap());
@@ -139,7 +215,11 @@ fn a_memory_bomb_hits_the_cap() {
     for path in both_kinds("test_memory_bomb") {
         let f = topic_filter(&host, &path);
         let err = f.should_replicate_topic("bomb").unwrap_err();
-        assert!(matches!(err, PluginError::MemoryLimit { limit, .. } if limit == 32 << 20), "{}: {err}", path.display());
+        assert!(
+            matches!(err, PluginError::MemoryLimit { limit, .. } if limit == 32 << 20),
+            "{}: {err}",
+            path.display()
+        );
         assert!(f.should_replicate_topic("orders").unwrap());
     }
 }
@@ -160,12 +240,19 @@ fn plugins_get_no_capabilities() {
         // A guest for a target without the capability at all panics in std: a trap.
         let probe = |what: &str, arg: &str| match p.format_remote_topic(what, arg) {
             Ok(out) => out,
-            Err(PluginError::Trap { kind: TrapKind::Unreachable, .. }) => "trap".to_string(),
+            Err(PluginError::Trap {
+                kind: TrapKind::Unreachable,
+                ..
+            }) => "trap".to_string(),
             Err(e) => panic!("{what}: unexpected error {e}"),
         };
         let denied = |what: &str, arg: &str| {
             let out = probe(what, arg);
-            assert!(out.starts_with("err:") || out == "trap", "{}: {what} {arg} gave {out}", path.display());
+            assert!(
+                out.starts_with("err:") || out == "trap",
+                "{}: {what} {arg} gave {out}",
+                path.display()
+            );
         };
         denied("file", file);
         denied("file", "/etc/passwd");
@@ -179,10 +266,18 @@ fn plugins_get_no_capabilities() {
         assert!(env == "ok:0" || env == "trap", "{env}");
         // Clocks are stopped at the epoch (or absent), randomness is fixed.
         let clock = probe("clock", "");
-        assert!(clock == "ok:0" || clock.starts_with("err:") || clock == "trap", "{clock}");
+        assert!(
+            clock == "ok:0" || clock.starts_with("err:") || clock == "trap",
+            "{clock}"
+        );
         let random = probe("random", "");
-        let again = policy(&host, &path, &Config::new()).format_remote_topic("random", "").unwrap_or("trap".into());
-        assert_eq!(random, again, "randomness must be fixed, not seeded from the host");
+        let again = policy(&host, &path, &Config::new())
+            .format_remote_topic("random", "")
+            .unwrap_or("trap".into());
+        assert_eq!(
+            random, again,
+            "randomness must be fixed, not seeded from the host"
+        );
     }
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_err(), "nothing connected");
@@ -203,7 +298,10 @@ fn the_compile_cache_is_reused_and_keyed_by_content() {
 
     // A different component is a different entry; a corrupted entry is recompiled.
     let other = &both_kinds("prod_prefix")[0];
-    assert_eq!(PluginComponent::load(&host, other).unwrap().cache_outcome(), CacheOutcome::Compiled);
+    assert_eq!(
+        PluginComponent::load(&host, other).unwrap().cache_outcome(),
+        CacheOutcome::Compiled
+    );
     for entry in std::fs::read_dir(dir.path().join("cache")).unwrap() {
         let p = entry.unwrap().path();
         let mut bytes = std::fs::read(&p).unwrap();
@@ -213,7 +311,10 @@ fn the_compile_cache_is_reused_and_keyed_by_content() {
     }
     let reloaded = PluginComponent::load(&host, path).unwrap();
     assert_eq!(reloaded.cache_outcome(), CacheOutcome::Compiled);
-    let RoleHandle::ReplicationPolicy(p) = reloaded.instantiate(Role::ReplicationPolicy, &Config::new()).unwrap() else {
+    let RoleHandle::ReplicationPolicy(p) = reloaded
+        .instantiate(Role::ReplicationPolicy, &Config::new())
+        .unwrap()
+    else {
         unreachable!()
     };
     assert_eq!(p.format_remote_topic("a", "b").unwrap(), "a.b");
@@ -222,7 +323,14 @@ fn the_compile_cache_is_reused_and_keyed_by_content() {
 #[test]
 fn every_test_component_is_built() {
     let dir = plugins_dir();
-    for name in ["test_trap", "test_loop_forever", "test_memory_bomb", "test_sneaky", "test_no_role", "test_broken_policy"] {
+    for name in [
+        "test_trap",
+        "test_loop_forever",
+        "test_memory_bomb",
+        "test_sneaky",
+        "test_no_role",
+        "test_broken_policy",
+    ] {
         for path in both_kinds(name) {
             assert!(path.is_file(), "{} missing", path.display());
         }

@@ -15,11 +15,16 @@ fn host() -> &'static PluginHost {
 
 fn wasm(name: &str, kind: usize, role: Role, config: &Config) -> RoleHandle {
     let path = both_kinds(name)[kind].clone();
-    Plugin::open(host(), &PluginSource::File(path)).unwrap().instantiate(role, config).unwrap()
+    Plugin::open(host(), &PluginSource::File(path))
+        .unwrap()
+        .instantiate(role, config)
+        .unwrap()
 }
 
 fn native(name: &str, role: Role, config: &Config) -> RoleHandle {
-    Plugin::Builtin(builtin::find(name).unwrap()).instantiate(role, config).unwrap()
+    Plugin::Builtin(builtin::find(name).unwrap())
+        .instantiate(role, config)
+        .unwrap()
 }
 
 /// Topic-ish names: letters, digits, `.`, `-`, `_`, with MM2-relevant shapes mixed in.
@@ -53,12 +58,19 @@ fn pair(builtin: &str, plugin: &str, role: Role, config: &Config) -> Pair {
 }
 
 fn policies(config: &[(&str, &str)], builtin: &str, plugin: &str) -> Pair {
-    pair(builtin, plugin, Role::ReplicationPolicy, &config.iter().copied().collect())
+    pair(
+        builtin,
+        plugin,
+        Role::ReplicationPolicy,
+        &config.iter().copied().collect(),
+    )
 }
 
 /// Every replication-policy function, one value per name.
 fn policy_answers(h: &RoleHandle, a: &str, ts: &[String]) -> Vec<String> {
-    let RoleHandle::ReplicationPolicy(p) = h else { unreachable!() };
+    let RoleHandle::ReplicationPolicy(p) = h else {
+        unreachable!()
+    };
     let mut out = vec![
         format!("{:?}", p.heartbeats_topic()),
         format!("{:?}", p.offset_syncs_topic(a)),
@@ -88,20 +100,29 @@ fn filter_answers(h: &RoleHandle, ns: &[String]) -> Vec<bool> {
     match h {
         RoleHandle::TopicFilter(f) => {
             let batch = f.should_replicate_topics(ns).unwrap();
-            let single: Vec<bool> = ns.iter().map(|n| f.should_replicate_topic(n).unwrap()).collect();
+            let single: Vec<bool> = ns
+                .iter()
+                .map(|n| f.should_replicate_topic(n).unwrap())
+                .collect();
             assert_eq!(batch, single, "batch equals single");
             batch
         }
         RoleHandle::GroupFilter(f) => {
             let batch = f.should_replicate_groups(ns).unwrap();
-            let single: Vec<bool> = ns.iter().map(|n| f.should_replicate_group(n).unwrap()).collect();
+            let single: Vec<bool> = ns
+                .iter()
+                .map(|n| f.should_replicate_group(n).unwrap())
+                .collect();
             assert_eq!(batch, single, "batch equals single");
             batch
         }
         RoleHandle::ConfigPropertyFilter(f) => ns
             .iter()
             .flat_map(|n| {
-                [f.should_replicate_config_property(n).unwrap(), f.should_replicate_source_default(n).unwrap()]
+                [
+                    f.should_replicate_config_property(n).unwrap(),
+                    f.should_replicate_source_default(n).unwrap(),
+                ]
             })
             .collect(),
         RoleHandle::ReplicationPolicy(_) => unreachable!(),
@@ -113,7 +134,11 @@ fn default_policies() -> &'static [Pair; 2] {
     P.get_or_init(|| {
         [
             policies(&[], "default-policy", "default_policy"),
-            policies(&[("replication.policy.separator", "__")], "default-policy", "default_policy"),
+            policies(
+                &[("replication.policy.separator", "__")],
+                "default-policy",
+                "default_policy",
+            ),
         ]
     })
 }
@@ -122,7 +147,11 @@ fn identity_policies() -> &'static [Pair; 2] {
     static P: OnceLock<[Pair; 2]> = OnceLock::new();
     P.get_or_init(|| {
         [
-            policies(&[("source.cluster.alias", "primary")], "identity-policy", "identity_policy"),
+            policies(
+                &[("source.cluster.alias", "primary")],
+                "identity-policy",
+                "identity_policy",
+            ),
             policies(&[], "identity-policy", "identity_policy"),
         ]
     })
@@ -133,21 +162,47 @@ fn filters() -> &'static Vec<Pair> {
     P.get_or_init(|| {
         let cfg = |pairs: &[(&str, &str)]| -> Config { pairs.iter().copied().collect() };
         vec![
-            pair("default-topic-filter", "regex_filter", Role::TopicFilter, &Config::new()),
-            pair("default-group-filter", "regex_filter", Role::GroupFilter, &Config::new()),
             pair(
                 "default-topic-filter",
                 "regex_filter",
                 Role::TopicFilter,
-                &cfg(&[("topics", "[a-m].*, x\\..*"), ("topics.exclude", ".*\\.internal|.*-[0-9]+")]),
+                &Config::new(),
             ),
-            pair("default-group-filter", "regex_filter", Role::GroupFilter, &cfg(&[("groups", "c.*"), ("groups.exclude", "")])),
-            pair("default-config-property-filter", "default_config_filter", Role::ConfigPropertyFilter, &Config::new()),
+            pair(
+                "default-group-filter",
+                "regex_filter",
+                Role::GroupFilter,
+                &Config::new(),
+            ),
+            pair(
+                "default-topic-filter",
+                "regex_filter",
+                Role::TopicFilter,
+                &cfg(&[
+                    ("topics", "[a-m].*, x\\..*"),
+                    ("topics.exclude", ".*\\.internal|.*-[0-9]+"),
+                ]),
+            ),
+            pair(
+                "default-group-filter",
+                "regex_filter",
+                Role::GroupFilter,
+                &cfg(&[("groups", "c.*"), ("groups.exclude", "")]),
+            ),
             pair(
                 "default-config-property-filter",
                 "default_config_filter",
                 Role::ConfigPropertyFilter,
-                &cfg(&[("config.properties.exclude", "[a-f].*"), ("use.defaults.from", "source")]),
+                &Config::new(),
+            ),
+            pair(
+                "default-config-property-filter",
+                "default_config_filter",
+                Role::ConfigPropertyFilter,
+                &cfg(&[
+                    ("config.properties.exclude", "[a-f].*"),
+                    ("use.defaults.from", "source"),
+                ]),
             ),
         ]
     })
@@ -189,9 +244,21 @@ proptest! {
 
 #[test]
 fn twins_agree_on_mm2_edge_cases() {
-    let edge: Vec<String> = ["a.", "a..", ".", ".a", "a..b", "", "heartbeats", "x.heartbeats", "__a", "b.internal", "c-internal"]
-        .map(String::from)
-        .to_vec();
+    let edge: Vec<String> = [
+        "a.",
+        "a..",
+        ".",
+        ".a",
+        "a..b",
+        "",
+        "heartbeats",
+        "x.heartbeats",
+        "__a",
+        "b.internal",
+        "c-internal",
+    ]
+    .map(String::from)
+    .to_vec();
     check_policies(default_policies(), "src", &edge).unwrap();
     check_policies(identity_policies(), "src", &edge).unwrap();
 }

@@ -22,8 +22,16 @@ fn header(dir: &Path) -> String {
 }
 
 fn validate(path: &Path) -> (Option<i32>, String, String) {
-    let o = kmirror().args(["validate", "--config"]).arg(path).output().unwrap();
-    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    let o = kmirror()
+        .args(["validate", "--config"])
+        .arg(path)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -36,8 +44,14 @@ fn a_valid_config_with_wasm_plugins_validates_without_clusters() {
     let (code, out, err) = validate(&write(dir.path(), &text));
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("flow primary->backup"), "{out}");
-    assert!(out.contains("replication_policy") && out.contains("prod_prefix.wasm"), "{out}");
-    assert!(out.contains("config_property_filter   builtin:default-config-property-filter"), "{out}");
+    assert!(
+        out.contains("replication_policy") && out.contains("prod_prefix.wasm"),
+        "{out}"
+    );
+    assert!(
+        out.contains("config_property_filter   builtin:default-config-property-filter"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -53,10 +67,21 @@ fn every_problem_is_reported_with_file_line_and_key() {
     let file = path.display().to_string();
     for expected in [
         format!("{file}:13:10: flows[0].target: source and target must be different clusters"),
-        format!("{file}:14:22: flows[0].replication_policy: plugin {}/regex_filter.wasm does not export the replication-policy role; it exports: topic-filter, group-filter", plugins_dir().display()),
-        format!("{file}:15:16: flows[0].topic_filter: plugin {}/prod_prefix.wasm does not export the topic-filter role; it exports: replication-policy", plugins_dir().display()),
-        format!("{file}:16:16: flows[0].group_filter: plugin {}/regex_filter.wasm rejected its group-filter configuration: `groups`: invalid regex list `(`", plugins_dir().display()),
-        format!("{file}:19:10: flows[1].source: unknown cluster `nowhere`; clusters are: backup, primary"),
+        format!(
+            "{file}:14:22: flows[0].replication_policy: plugin {}/regex_filter.wasm does not export the replication-policy role; it exports: topic-filter, group-filter",
+            plugins_dir().display()
+        ),
+        format!(
+            "{file}:15:16: flows[0].topic_filter: plugin {}/prod_prefix.wasm does not export the topic-filter role; it exports: replication-policy",
+            plugins_dir().display()
+        ),
+        format!(
+            "{file}:16:16: flows[0].group_filter: plugin {}/regex_filter.wasm rejected its group-filter configuration: `groups`: invalid regex list `(`",
+            plugins_dir().display()
+        ),
+        format!(
+            "{file}:19:10: flows[1].source: unknown cluster `nowhere`; clusters are: backup, primary"
+        ),
     ] {
         assert!(err.contains(&expected), "missing:\n{expected}\nin:\n{err}");
     }
@@ -66,22 +91,50 @@ fn every_problem_is_reported_with_file_line_and_key() {
 #[test]
 fn syntax_and_type_errors_name_the_line() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, _, err) = validate(&write(dir.path(), &format!("{}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\noffset_lag_max = \"lots\"\n", header(dir.path()))));
+    let (code, _, err) = validate(&write(
+        dir.path(),
+        &format!(
+            "{}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\noffset_lag_max = \"lots\"\n",
+            header(dir.path())
+        ),
+    ));
     assert_eq!(code, Some(2));
-    assert!(err.contains(":14:18: offset_lag_max: invalid type: string \"lots\", expected u64"), "{err}");
-    let (code, _, err) = validate(&write(dir.path(), &format!("{}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nbogus = 1\n", header(dir.path()))));
+    assert!(
+        err.contains(":14:18: offset_lag_max: invalid type: string \"lots\", expected u64"),
+        "{err}"
+    );
+    let (code, _, err) = validate(&write(
+        dir.path(),
+        &format!(
+            "{}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nbogus = 1\n",
+            header(dir.path())
+        ),
+    ));
     assert_eq!(code, Some(2));
     assert!(err.contains(":14:1: bogus: unknown field `bogus`"), "{err}");
     let (code, _, err) = validate(Path::new("/no/such/kmirror.toml"));
     assert_eq!(code, Some(2));
-    assert!(err.contains("/no/such/kmirror.toml") && err.contains("cannot read"), "{err}");
+    assert!(
+        err.contains("/no/such/kmirror.toml") && err.contains("cannot read"),
+        "{err}"
+    );
 }
 
 #[test]
 fn run_refuses_an_invalid_config_before_connecting() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write(dir.path(), &format!("{}\n[[flows]]\nsource = \"primary\"\ntarget = \"elsewhere\"\n", header(dir.path())));
-    let o = kmirror().args(["run", "--config"]).arg(&path).output().unwrap();
+    let path = write(
+        dir.path(),
+        &format!(
+            "{}\n[[flows]]\nsource = \"primary\"\ntarget = \"elsewhere\"\n",
+            header(dir.path())
+        ),
+    );
+    let o = kmirror()
+        .args(["run", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown cluster `elsewhere`"));
 }

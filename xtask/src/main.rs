@@ -39,7 +39,9 @@ fn target_dir(root: &Path) -> PathBuf {
 fn plugin_packages(root: &Path) -> Result<Vec<String>> {
     let mut manifests = Vec::new();
     for dir in [root.join("plugins"), root.join("plugins/testing")] {
-        for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
+        {
             let manifest = entry?.path().join("Cargo.toml");
             if manifest.is_file() {
                 manifests.push(manifest);
@@ -49,13 +51,18 @@ fn plugin_packages(root: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for manifest in manifests {
         let text = std::fs::read_to_string(&manifest)?;
-        let doc: toml::Table = text.parse().with_context(|| format!("parsing {}", manifest.display()))?;
+        let doc: toml::Table = text
+            .parse()
+            .with_context(|| format!("parsing {}", manifest.display()))?;
         let is_cdylib = doc
             .get("lib")
             .and_then(|l| l.get("crate-type"))
             .and_then(|t| t.as_array())
             .is_some_and(|types| types.iter().any(|t| t.as_str() == Some("cdylib")));
-        let name = doc.get("package").and_then(|p| p.get("name")).and_then(|n| n.as_str());
+        let name = doc
+            .get("package")
+            .and_then(|p| p.get("name"))
+            .and_then(|n| n.as_str());
         if let (true, Some(name)) = (is_cdylib, name) {
             names.push(name.to_string());
         }
@@ -91,7 +98,10 @@ fn build_plugins() -> Result<()> {
 
     for package in &packages {
         let file = format!("{}.wasm", package.replace('-', "_"));
-        let module_path = target.join("wasm32-unknown-unknown").join(PROFILE).join(&file);
+        let module_path = target
+            .join("wasm32-unknown-unknown")
+            .join(PROFILE)
+            .join(&file);
         let module = std::fs::read(&module_path)
             .with_context(|| format!("reading {}", module_path.display()))?;
         let component = wit_component::ComponentEncoder::default()
@@ -101,7 +111,8 @@ fn build_plugins() -> Result<()> {
         write_if_changed(&out.join(&file), &component)?;
 
         let wasip2 = target.join("wasm32-wasip2").join(PROFILE).join(&file);
-        let bytes = std::fs::read(&wasip2).with_context(|| format!("reading {}", wasip2.display()))?;
+        let bytes =
+            std::fs::read(&wasip2).with_context(|| format!("reading {}", wasip2.display()))?;
         write_if_changed(&out.join("wasip2").join(&file), &bytes)?;
     }
     println!("built {} plugins into {}", packages.len(), out.display());

@@ -1,7 +1,9 @@
 //! `kmirror plugin check | eval | new | builtins`.
 
 use crate::plugin::cache::ComponentCache;
-use crate::plugin::{Config, Limits, Plugin, PluginHost, PluginSource, Role, builtin, conformance, eval, scaffold};
+use crate::plugin::{
+    Config, Limits, Plugin, PluginHost, PluginSource, Role, builtin, conformance, eval, scaffold,
+};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -82,11 +84,17 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("invalid duration `{s}`: {e}"))
 }
 
-fn open(source: &str, opts: &CallOpts, cache: Option<ComponentCache>) -> Result<(Plugin, Config), String> {
+fn open(
+    source: &str,
+    opts: &CallOpts,
+    cache: Option<ComponentCache>,
+) -> Result<(Plugin, Config), String> {
     let defaults = Limits::default();
     let limits = Limits {
         call_deadline: opts.call_timeout.unwrap_or(defaults.call_deadline),
-        memory_bytes: opts.memory_limit_mib.map_or(defaults.memory_bytes, |m| m << 20),
+        memory_bytes: opts
+            .memory_limit_mib
+            .map_or(defaults.memory_bytes, |m| m << 20),
         ..defaults
     };
     let host = PluginHost::new(limits, cache).map_err(|e| e.to_string())?;
@@ -98,12 +106,29 @@ fn open(source: &str, opts: &CallOpts, cache: Option<ComponentCache>) -> Result<
 pub fn run(cmd: PluginCommand, cache: Option<ComponentCache>) -> ExitCode {
     match cmd {
         PluginCommand::Check { file, opts } => check(&file, &opts, cache),
-        PluginCommand::Eval { plugin, function, args, opts } => eval_cmd(&plugin, &function, &args, &opts, cache),
-        PluginCommand::New { name, role, dir, sdk } => match scaffold::scaffold(&name, role, &dir, sdk.as_deref()) {
+        PluginCommand::Eval {
+            plugin,
+            function,
+            args,
+            opts,
+        } => eval_cmd(&plugin, &function, &args, &opts, cache),
+        PluginCommand::New {
+            name,
+            role,
+            dir,
+            sdk,
+        } => match scaffold::scaffold(&name, role, &dir, sdk.as_deref()) {
             Ok(path) => {
                 println!("created {} ({role} plugin)", path.display());
-                println!("build it:  cd {} && cargo build --release --target wasm32-wasip2", path.display());
-                println!("check it:  kmirror plugin check {}/target/wasm32-wasip2/release/{}.wasm", path.display(), name.replace('-', "_"));
+                println!(
+                    "build it:  cd {} && cargo build --release --target wasm32-wasip2",
+                    path.display()
+                );
+                println!(
+                    "check it:  kmirror plugin check {}/target/wasm32-wasip2/release/{}.wasm",
+                    path.display(),
+                    name.replace('-', "_")
+                );
                 ExitCode::SUCCESS
             }
             Err(e) => fail(USAGE, &e.to_string()),
@@ -131,13 +156,23 @@ fn check(file: &str, opts: &CallOpts, cache: Option<ComponentCache>) -> ExitCode
         Ok(report) => {
             println!("plugin: {}", plugin.name());
             print!("{}", report.render());
-            if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(FAILED) }
+            if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(FAILED)
+            }
         }
         Err(e) => fail(USAGE, &e.to_string()),
     }
 }
 
-fn eval_cmd(source: &str, function: &str, args: &[String], opts: &CallOpts, cache: Option<ComponentCache>) -> ExitCode {
+fn eval_cmd(
+    source: &str,
+    function: &str,
+    args: &[String],
+    opts: &CallOpts,
+    cache: Option<ComponentCache>,
+) -> ExitCode {
     let (plugin, config) = match open(source, opts, cache) {
         Ok(opened) => opened,
         Err(e) => return fail(USAGE, &e),
@@ -148,7 +183,9 @@ fn eval_cmd(source: &str, function: &str, args: &[String], opts: &CallOpts, cach
             ExitCode::SUCCESS
         }
         Err(e) if e.is_usage() => fail(USAGE, &e.to_string()),
-        Err(eval::EvalError::Plugin(e @ crate::plugin::PluginError::Config { .. })) => fail(USAGE, &e.to_string()),
+        Err(eval::EvalError::Plugin(e @ crate::plugin::PluginError::Config { .. })) => {
+            fail(USAGE, &e.to_string())
+        }
         Err(e) => fail(FAILED, &e.to_string()),
     }
 }

@@ -15,6 +15,9 @@ pub struct ConfigFile {
     /// Where plugins live and how they are limited.
     #[serde(default)]
     pub plugins: PluginsConfig,
+    /// The status endpoint.
+    #[serde(default)]
+    pub status: StatusConfig,
     /// Source -> target flows.
     #[serde(default)]
     pub flows: Vec<Spanned<FlowConfig>>,
@@ -58,6 +61,15 @@ impl Default for PluginsConfig {
             call_timeout: default_call_timeout(),
         }
     }
+}
+
+/// `[status]`: the HTTP endpoint serving `/health` and `/status`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StatusConfig {
+    /// `host:port` to listen on; no endpoint when absent.
+    #[serde(default)]
+    pub listen: Option<String>,
 }
 
 /// A plugin slot: `{ builtin = NAME }` or `{ plugin = FILE }`, with an optional `config`.

@@ -27,7 +27,15 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: {}: {}", self.file.display(), self.line, self.column, self.key, self.message)
+        write!(
+            f,
+            "{}:{}:{}: {}: {}",
+            self.file.display(),
+            self.line,
+            self.column,
+            self.key,
+            self.message
+        )
     }
 }
 
@@ -66,7 +74,12 @@ impl fmt::Debug for ResolvedCluster {
         let props: BTreeMap<&str, &str> = self
             .librdkafka
             .iter()
-            .map(|(k, v)| (k.as_str(), if is_secret_key(k) { "***" } else { v.as_str() }))
+            .map(|(k, v)| {
+                (
+                    k.as_str(),
+                    if is_secret_key(k) { "***" } else { v.as_str() },
+                )
+            })
             .collect();
         f.debug_struct("Cluster")
             .field("alias", &self.alias)
@@ -79,7 +92,9 @@ impl fmt::Debug for ResolvedCluster {
 /// Whether a librdkafka property holds a secret.
 pub fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    ["password", "secret", "jaas", "token", ".key.pem", "ssl.key"].iter().any(|s| k.contains(s))
+    ["password", "secret", "jaas", "token", ".key.pem", "ssl.key"]
+        .iter()
+        .any(|s| k.contains(s))
 }
 
 /// A plugin slot, resolved and instantiated.
@@ -121,6 +136,8 @@ pub struct LoadedConfig {
     pub plugins_dir: PathBuf,
     /// The plugin runtime the slots were loaded with.
     pub plugin_host: PluginHost,
+    /// `[status] listen`.
+    pub status_listen: Option<String>,
     /// The flows.
     pub flows: Vec<ResolvedFlow>,
 }
@@ -141,7 +158,11 @@ pub fn load(path: &Path) -> Result<LoadedConfig, ConfigErrors> {
 
 /// Validates `text` as if read from `path` (relative paths resolve against its directory).
 pub fn load_str(text: &str, path: &Path) -> Result<LoadedConfig, ConfigErrors> {
-    let mut v = Validator { text, file: path.to_path_buf(), errors: Vec::new() };
+    let mut v = Validator {
+        text,
+        file: path.to_path_buf(),
+        errors: Vec::new(),
+    };
     let parsed: ConfigFile = match toml::from_str(text) {
         Ok(parsed) => parsed,
         Err(e) => {
@@ -190,37 +211,83 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedConfig, ConfigErrors> {
         let span = flow.span();
         let flow = flow.into_inner();
         let key = |k: &str| format!("flows[{i}].{k}");
-        let lookup = |v: &mut Validator, name: &Spanned<String>, which: &str| -> Option<ResolvedCluster> {
-            let found = clusters.get(name.get_ref()).cloned();
-            if found.is_none() {
-                let message = format!("unknown cluster `{}`; clusters are: {}", name.get_ref(), aliases.join(", "));
-                v.error(name.span(), &key(which), &message);
-            }
-            found
-        };
+        let lookup =
+            |v: &mut Validator, name: &Spanned<String>, which: &str| -> Option<ResolvedCluster> {
+                let found = clusters.get(name.get_ref()).cloned();
+                if found.is_none() {
+                    let message = format!(
+                        "unknown cluster `{}`; clusters are: {}",
+                        name.get_ref(),
+                        aliases.join(", ")
+                    );
+                    v.error(name.span(), &key(which), &message);
+                }
+                found
+            };
         let source = lookup(&mut v, &flow.source, "source");
         let target = lookup(&mut v, &flow.target, "target");
         if flow.source.get_ref() == flow.target.get_ref() {
-            v.error(flow.target.span(), &key("target"), "source and target must be different clusters");
+            v.error(
+                flow.target.span(),
+                &key("target"),
+                "source and target must be different clusters",
+            );
         }
         let pair = (flow.source.get_ref().clone(), flow.target.get_ref().clone());
         if let Some(first) = seen.insert(pair, i) {
-            v.error(span.clone(), &format!("flows[{i}]"), &format!("the same source and target as flows[{first}]"));
+            v.error(
+                span.clone(),
+                &format!("flows[{i}]"),
+                &format!("the same source and target as flows[{first}]"),
+            );
         }
         if flow.offset_lag_max == 0 {
             v.error(span.clone(), &key("offset_lag_max"), "must be at least 1");
         }
-        let mut slot = |v: &mut Validator, role: Role, name: &str, slot: &Option<Spanned<SlotConfig>>| {
-            v.slot(&plugin_host, &plugins_dir, &mut plugins, role, &key(name), slot, span.clone())
-        };
-        let topic_filter = slot(&mut v, Role::TopicFilter, "topic_filter", &flow.topic_filter);
-        let group_filter = slot(&mut v, Role::GroupFilter, "group_filter", &flow.group_filter);
-        let replication_policy = slot(&mut v, Role::ReplicationPolicy, "replication_policy", &flow.replication_policy);
-        let config_property_filter =
-            slot(&mut v, Role::ConfigPropertyFilter, "config_property_filter", &flow.config_property_filter);
-        if let (Some(source), Some(target), Some(tf), Some(gf), Some(rp), Some(cf)) =
-            (source, target, topic_filter, group_filter, replication_policy, config_property_filter)
-        {
+        let mut slot =
+            |v: &mut Validator, role: Role, name: &str, slot: &Option<Spanned<SlotConfig>>| {
+                v.slot(
+                    &plugin_host,
+                    &plugins_dir,
+                    &mut plugins,
+                    role,
+                    &key(name),
+                    slot,
+                    span.clone(),
+                )
+            };
+        let topic_filter = slot(
+            &mut v,
+            Role::TopicFilter,
+            "topic_filter",
+            &flow.topic_filter,
+        );
+        let group_filter = slot(
+            &mut v,
+            Role::GroupFilter,
+            "group_filter",
+            &flow.group_filter,
+        );
+        let replication_policy = slot(
+            &mut v,
+            Role::ReplicationPolicy,
+            "replication_policy",
+            &flow.replication_policy,
+        );
+        let config_property_filter = slot(
+            &mut v,
+            Role::ConfigPropertyFilter,
+            "config_property_filter",
+            &flow.config_property_filter,
+        );
+        if let (Some(source), Some(target), Some(tf), Some(gf), Some(rp), Some(cf)) = (
+            source,
+            target,
+            topic_filter,
+            group_filter,
+            replication_policy,
+            config_property_filter,
+        ) {
             flows.push(ResolvedFlow {
                 name: format!("{}->{}", source.alias, target.alias),
                 source,
@@ -241,13 +308,16 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedConfig, ConfigErrors> {
         path: path.to_path_buf(),
         plugins_dir,
         plugin_host,
+        status_listen: parsed.status.listen,
         flows,
     })
 }
 
 /// The key assigned on the line at byte `offset` (`key = ...`), for parse errors.
 fn key_at(text: &str, offset: usize) -> Option<String> {
-    let start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let start = text[..offset.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
     let line = text[start..].lines().next()?;
     let (key, _) = line.split_once('=')?;
     let key = key.trim().trim_matches('"');
@@ -296,13 +366,21 @@ impl Validator<'_> {
                 rest = tail;
             } else if let Some(inner) = after.strip_prefix('{') {
                 let Some(end) = inner.find('}') else {
-                    self.error(span.clone(), key, "unterminated `${` (write `$$` for a literal `$`)");
+                    self.error(
+                        span.clone(),
+                        key,
+                        "unterminated `${` (write `$$` for a literal `$`)",
+                    );
                     return out;
                 };
                 let name = &inner[..end];
                 match std::env::var(name) {
                     Ok(v) => out.push_str(&v),
-                    Err(_) => self.error(span.clone(), key, &format!("environment variable `{name}` is not set")),
+                    Err(_) => self.error(
+                        span.clone(),
+                        key,
+                        &format!("environment variable `{name}` is not set"),
+                    ),
                 }
                 rest = &inner[end + 1..];
             } else {
@@ -318,25 +396,49 @@ impl Validator<'_> {
         let key = format!("clusters.{alias}");
         let c_ref = c.get_ref();
         let servers = &c_ref.bootstrap_servers;
-        let bootstrap_servers = self.substitute(servers.get_ref(), servers.span(), &format!("{key}.bootstrap_servers"));
+        let bootstrap_servers = self.substitute(
+            servers.get_ref(),
+            servers.span(),
+            &format!("{key}.bootstrap_servers"),
+        );
         if bootstrap_servers.trim().is_empty() {
-            self.error(servers.span(), &format!("{key}.bootstrap_servers"), "must not be empty");
+            self.error(
+                servers.span(),
+                &format!("{key}.bootstrap_servers"),
+                "must not be empty",
+            );
         }
         if alias.is_empty() || alias.contains(['.', ' ']) {
-            self.error(c.span(), &key, "a cluster alias must be non-empty, without `.` or spaces");
+            self.error(
+                c.span(),
+                &key,
+                "a cluster alias must be non-empty, without `.` or spaces",
+            );
         }
         let mut librdkafka = BTreeMap::new();
         for (k, value) in &c_ref.librdkafka {
             let prop_key = format!("{key}.librdkafka.\"{k}\"");
             if k == "bootstrap.servers" {
-                let message = format!("conflicts with {key}.bootstrap_servers; set only bootstrap_servers");
+                let message =
+                    format!("conflicts with {key}.bootstrap_servers; set only bootstrap_servers");
                 self.error(value.span(), &prop_key, &message);
             } else if RESERVED.contains(&k.as_str()) {
-                self.error(value.span(), &prop_key, "is set by kmirror (its delivery guarantees depend on it)");
+                self.error(
+                    value.span(),
+                    &prop_key,
+                    "is set by kmirror (its delivery guarantees depend on it)",
+                );
             }
-            librdkafka.insert(k.clone(), self.substitute(value.get_ref(), value.span(), &prop_key));
+            librdkafka.insert(
+                k.clone(),
+                self.substitute(value.get_ref(), value.span(), &prop_key),
+            );
         }
-        ResolvedCluster { alias: alias.to_string(), bootstrap_servers, librdkafka }
+        ResolvedCluster {
+            alias: alias.to_string(),
+            bootstrap_servers,
+            librdkafka,
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -352,22 +454,44 @@ impl Validator<'_> {
     ) -> Option<ResolvedSlot> {
         let (span, cfg) = match slot {
             Some(s) => (s.span(), s.get_ref().clone()),
-            None => (flow_span, SlotConfig { builtin: Some(builtin::default_for(role).name.into()), plugin: None, config: BTreeMap::new() }),
+            None => (
+                flow_span,
+                SlotConfig {
+                    builtin: Some(builtin::default_for(role).name.into()),
+                    plugin: None,
+                    config: BTreeMap::new(),
+                },
+            ),
         };
         let config: Config = cfg
             .config
             .iter()
-            .map(|(k, v)| (k.clone(), self.substitute(v, span.clone(), &format!("{key}.config.{k}"))))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    self.substitute(v, span.clone(), &format!("{key}.config.{k}")),
+                )
+            })
             .collect();
         let (source, plugin) = match (&cfg.builtin, &cfg.plugin) {
             (Some(_), Some(_)) | (None, None) => {
-                self.error(span, key, "give exactly one of `builtin = NAME` or `plugin = FILE`");
+                self.error(
+                    span,
+                    key,
+                    "give exactly one of `builtin = NAME` or `plugin = FILE`",
+                );
                 return None;
             }
             (Some(name), None) => match builtin::find(name) {
-                Ok(b) if b.role == role => (PluginSource::Builtin(name.clone()), Plugin::Builtin(b)),
+                Ok(b) if b.role == role => {
+                    (PluginSource::Builtin(name.clone()), Plugin::Builtin(b))
+                }
                 Ok(b) => {
-                    self.error(span, key, &format!("built-in `{name}` is a {}, not a {role}", b.role));
+                    self.error(
+                        span,
+                        key,
+                        &format!("built-in `{name}` is a {}, not a {role}", b.role),
+                    );
                     return None;
                 }
                 Err(e) => {
@@ -387,11 +511,17 @@ impl Validator<'_> {
                         }
                     }
                 }
-                let Some(plugin) = entry.take() else { return None };
+                let Some(plugin) = entry.take() else {
+                    return None;
+                };
                 let result = plugin.instantiate(role, &config);
                 *entry = Some(plugin);
                 return match result {
-                    Ok(handle) => Some(ResolvedSlot { source: PluginSource::File(path), config, handle }),
+                    Ok(handle) => Some(ResolvedSlot {
+                        source: PluginSource::File(path),
+                        config,
+                        handle,
+                    }),
                     Err(e) => {
                         self.error(span, key, &e.to_string());
                         None
@@ -400,7 +530,11 @@ impl Validator<'_> {
             }
         };
         match plugin.instantiate(role, &config) {
-            Ok(handle) => Some(ResolvedSlot { source, config, handle }),
+            Ok(handle) => Some(ResolvedSlot {
+                source,
+                config,
+                handle,
+            }),
             Err(e) => {
                 self.error(span, key, &e.to_string());
                 None

@@ -47,11 +47,17 @@ pub fn decide(
     if !accepted && !policy.is_heartbeats_topic(topic)? {
         return Ok(Decision::Skip(SkipReason::Filtered));
     }
-    Ok(Decision::Mirror(policy.format_remote_topic(source_alias, topic)?))
+    Ok(Decision::Mirror(
+        policy.format_remote_topic(source_alias, topic)?,
+    ))
 }
 
 /// Whether `topic` came from `target_alias`, following upstream hops (MM2's `isCycle`).
-pub fn is_cycle(topic: &str, policy: &dyn ReplicationPolicy, target_alias: &str) -> Result<bool, PluginError> {
+pub fn is_cycle(
+    topic: &str,
+    policy: &dyn ReplicationPolicy,
+    target_alias: &str,
+) -> Result<bool, PluginError> {
     let mut current = topic.to_string();
     // A policy whose upstream names never end would loop; no real name has more hops
     // than characters.
@@ -81,7 +87,12 @@ pub fn decide_all(
     topics
         .iter()
         .zip(accepted)
-        .map(|(t, ok)| Ok((t.clone(), decide(t, ok, policy, source_alias, target_alias)?)))
+        .map(|(t, ok)| {
+            Ok((
+                t.clone(),
+                decide(t, ok, policy, source_alias, target_alias)?,
+            ))
+        })
         .collect()
 }
 
@@ -170,7 +181,10 @@ pub fn plan(
     let mut by_target: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (topic, decision) in decisions {
         if let (Decision::Mirror(t), true) = (decision, source.contains_key(topic)) {
-            by_target.entry(t.as_str()).or_default().push(topic.as_str());
+            by_target
+                .entry(t.as_str())
+                .or_default()
+                .push(topic.as_str());
         }
     }
     for (target_name, sources) in by_target {
@@ -202,15 +216,26 @@ pub fn plan(
             }),
             Some(_) => {}
         }
-        if let Some((_, before)) = previous.get(topic).filter(|(_, before)| *before > partitions) {
-            plan.problems.push(Problem::SourceShrank { source: topic.to_string(), from: *before, to: partitions });
+        if let Some((_, before)) = previous
+            .get(topic)
+            .filter(|(_, before)| *before > partitions)
+        {
+            plan.problems.push(Problem::SourceShrank {
+                source: topic.to_string(),
+                from: *before,
+                to: partitions,
+            });
         }
-        plan.mirror.insert(topic.to_string(), (target_name.to_string(), partitions));
+        plan.mirror
+            .insert(topic.to_string(), (target_name.to_string(), partitions));
     }
     let now: BTreeSet<&String> = source.keys().collect();
     for (topic, (target_name, _)) in previous {
         if !now.contains(topic) {
-            plan.problems.push(Problem::SourceVanished { source: topic.clone(), target: target_name.clone() });
+            plan.problems.push(Problem::SourceVanished {
+                source: topic.clone(),
+                target: target_name.clone(),
+            });
         }
     }
     plan

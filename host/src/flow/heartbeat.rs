@@ -32,10 +32,19 @@ pub async fn run(
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        let hb = Heartbeat { source_alias: source_alias.to_string(), target_alias: target.alias.clone(), timestamp_ms: now };
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let hb = Heartbeat {
+            source_alias: source_alias.to_string(),
+            target_alias: target.alias.clone(),
+            timestamp_ms: now,
+        };
         let (key, value) = (hb.key(), hb.value());
-        let record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic).partition(0).key(key.as_slice()).payload(value.as_slice());
+        let record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic)
+            .partition(0)
+            .key(key.as_slice())
+            .payload(value.as_slice());
         tokio::select! {
             _ = shutdown.cancelled() => return,
             sent = producer.send(record, Duration::from_secs(5)) => match sent {

@@ -34,7 +34,22 @@ pub struct FlowStats {
     pub heartbeats: AtomicU64,
     /// Errors seen.
     pub errors: AtomicU64,
+    /// What the last discovery pass found.
+    pub status: Mutex<FlowStatus>,
     last_logged: Mutex<HashMap<String, Instant>>,
+}
+
+/// A flow's state as `/status` shows it.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct FlowStatus {
+    /// `starting`, `running` or `stopped`.
+    pub state: &'static str,
+    /// Source topic -> (target topic, replicated partitions).
+    pub mirrored: std::collections::BTreeMap<String, (String, i32)>,
+    /// Problems found by the last discovery pass (collisions, vanished or shrunk topics).
+    pub problems: Vec<String>,
+    /// The last error, if any.
+    pub last_error: Option<String>,
 }
 
 /// The same error is logged at most this often.
@@ -43,16 +58,54 @@ const LOG_EVERY: Duration = Duration::from_secs(30);
 impl FlowStats {
     /// Stats for `flow`.
     pub fn new(flow: &str) -> Self {
-        FlowStats { flow: flow.to_string(), ..FlowStats::default() }
+        let status = FlowStatus {
+            state: "starting",
+            ..FlowStatus::default()
+        };
+        FlowStats {
+            flow: flow.to_string(),
+            status: Mutex::new(status),
+            ..FlowStats::default()
+        }
+    }
+
+    /// Updates the status under its lock.
+    pub fn update(&self, f: impl FnOnce(&mut FlowStatus)) {
+        f(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// Counters and status as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        let status = self
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        serde_json::json!({
+            "flow": self.flow,
+            "state": status.state,
+            "mirrored": status.mirrored,
+            "problems": status.problems,
+            "last_error": status.last_error,
+            "records": self.records.load(Ordering::Relaxed),
+            "bytes": self.bytes.load(Ordering::Relaxed),
+            "offset_syncs": self.syncs.load(Ordering::Relaxed),
+            "heartbeats": self.heartbeats.load(Ordering::Relaxed),
+            "errors": self.errors.load(Ordering::Relaxed),
+        })
     }
 
     /// Counts an error and logs it, once per `LOG_EVERY` for the same operation and message.
     pub fn note_error(&self, operation: &str, message: &str) {
         self.errors.fetch_add(1, Ordering::Relaxed);
+        self.update(|s| s.last_error = Some(format!("{operation}: {message}")));
         let key = format!("{operation}: {message}");
         let mut last = self.last_logged.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        if last.get(&key).is_none_or(|t| now.duration_since(*t) >= LOG_EVERY) {
+        if last
+            .get(&key)
+            .is_none_or(|t| now.duration_since(*t) >= LOG_EVERY)
+        {
             last.insert(key, now);
             tracing::warn!(flow = %self.flow, operation, error = message, "flow error (repeats are suppressed for 30s)");
         }
@@ -61,6 +114,7 @@ impl FlowStats {
     /// Whether this exact event was already reported; remembers it.
     pub fn first_time(&self, event: &str) -> bool {
         let mut last = self.last_logged.lock().unwrap_or_else(|e| e.into_inner());
-        last.insert(format!("once: {event}"), Instant::now()).is_none()
+        last.insert(format!("once: {event}"), Instant::now())
+            .is_none()
     }
 }

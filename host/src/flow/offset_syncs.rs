@@ -28,7 +28,11 @@ struct PartitionState {
 
 impl Default for PartitionState {
     fn default() -> Self {
-        PartitionState { prev_up: -1, prev_down: -1, last_sync_down: -1 }
+        PartitionState {
+            prev_up: -1,
+            prev_down: -1,
+            last_sync_down: -1,
+        }
     }
 }
 
@@ -86,7 +90,12 @@ impl OffsetSyncWriter {
         };
         state.prev_up = up;
         state.prev_down = down;
-        let sync = OffsetSync { topic: tp.0.clone(), partition: tp.1, upstream: up, downstream: down };
+        let sync = OffsetSync {
+            topic: tp.0.clone(),
+            partition: tp.1,
+            upstream: up,
+            downstream: down,
+        };
         if trigger.is_some() {
             state.last_sync_down = down;
             self.delayed.remove(tp);
@@ -106,7 +115,9 @@ impl OffsetSyncWriter {
     /// Takes up to `max` pending syncs to send.
     pub fn take_pending(&mut self, max: usize) -> Vec<OffsetSync> {
         let keys: Vec<TopicPartition> = self.pending.keys().take(max).cloned().collect();
-        keys.into_iter().filter_map(|k| self.pending.remove(&k)).collect()
+        keys.into_iter()
+            .filter_map(|k| self.pending.remove(&k))
+            .collect()
     }
 
     /// Whether syncs are waiting to be sent.
@@ -135,7 +146,15 @@ mod tests {
         let mut w = OffsetSyncWriter::new(100);
         assert_eq!(w.on_ack(&tp(), 5, 0), Some(Trigger::First));
         let sent = w.take_pending(10);
-        assert_eq!(sent, vec![OffsetSync { topic: "orders".into(), partition: 0, upstream: 5, downstream: 0 }]);
+        assert_eq!(
+            sent,
+            vec![OffsetSync {
+                topic: "orders".into(),
+                partition: 0,
+                upstream: 5,
+                downstream: 0
+            }]
+        );
         assert!(!w.has_pending());
     }
 

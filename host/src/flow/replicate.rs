@@ -9,8 +9,8 @@
 //! pauses consumption. After each ack the offset-sync writer decides whether to emit.
 
 use super::offset_syncs::{OffsetSyncWriter, TopicPartition};
-use crate::kafka::Cluster;
 use crate::flow::FlowStats;
+use crate::kafka::Cluster;
 use futures::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -115,9 +115,15 @@ pub async fn run(
 ) -> Result<(), ReplicateError> {
     let consumer = source.consumer(
         &settings.progress_group,
-        &[("auto.offset.reset", settings.start_offset), ("queued.max.messages.kbytes", "32768")],
+        &[
+            ("auto.offset.reset", settings.start_offset),
+            ("queued.max.messages.kbytes", "32768"),
+        ],
     )?;
-    let queue = [("queue.buffering.max.messages", "100000"), ("queue.buffering.max.kbytes", "65536")];
+    let queue = [
+        ("queue.buffering.max.messages", "100000"),
+        ("queue.buffering.max.kbytes", "65536"),
+    ];
     let producer = target.producer(&queue)?;
     let syncs_producer = syncs_cluster.producer(&[])?;
     let mut s = State {
@@ -138,7 +144,9 @@ pub async fn run(
     let current = assignment.borrow_and_update().clone();
     s.apply_assignment(&consumer, &current)?;
     loop {
-        let can_consume = s.failed.is_none() && s.in_flight.len() < s.settings.max_in_flight && !s.routes.is_empty();
+        let can_consume = s.failed.is_none()
+            && s.in_flight.len() < s.settings.max_in_flight
+            && !s.routes.is_empty();
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
@@ -172,16 +180,29 @@ pub async fn run(
 
 impl State {
     /// Assigns new partitions (resuming from stored progress) and drops vanished topics.
-    fn apply_assignment(&mut self, consumer: &StreamConsumer, next: &Assignment) -> Result<(), ReplicateError> {
+    fn apply_assignment(
+        &mut self,
+        consumer: &StreamConsumer,
+        next: &Assignment,
+    ) -> Result<(), ReplicateError> {
         let mut add = TopicPartitionList::new();
         for (topic, (target, partitions)) in next {
             let had = self.routes.get(topic).map_or(0, |(_, n)| *n);
             for p in had..*partitions {
-                add.add_partition_offset(topic, p, Offset::Stored).map_err(|e| self.consumer_error("assign", e))?;
+                add.add_partition_offset(topic, p, Offset::Stored)
+                    .map_err(|e| self.consumer_error("assign", e))?;
             }
-            self.routes.insert(topic.clone(), (Arc::from(target.as_str()), (*partitions).max(had)));
+            self.routes.insert(
+                topic.clone(),
+                (Arc::from(target.as_str()), (*partitions).max(had)),
+            );
         }
-        let gone: Vec<String> = self.routes.keys().filter(|t| !next.contains_key(*t)).cloned().collect();
+        let gone: Vec<String> = self
+            .routes
+            .keys()
+            .filter(|t| !next.contains_key(*t))
+            .cloned()
+            .collect();
         let mut remove = TopicPartitionList::new();
         for topic in gone {
             if let Some((_, n)) = self.routes.remove(&topic) {
@@ -193,26 +214,37 @@ impl State {
         }
         if add.count() > 0 {
             tracing::info!(flow = %self.settings.flow, partitions = add.count(), "assigning source partitions");
-            consumer.incremental_assign(&add).map_err(|e| self.consumer_error("assign partitions", e))?;
+            consumer
+                .incremental_assign(&add)
+                .map_err(|e| self.consumer_error("assign partitions", e))?;
         }
         if remove.count() > 0 {
             self.commit(consumer, CommitMode::Async);
-            consumer.incremental_unassign(&remove).map_err(|e| self.consumer_error("unassign partitions", e))?;
+            consumer
+                .incremental_unassign(&remove)
+                .map_err(|e| self.consumer_error("unassign partitions", e))?;
         }
         Ok(())
     }
 
     fn consumer_error(&self, operation: &'static str, e: KafkaError) -> ReplicateError {
-        ReplicateError::Consumer { flow: self.settings.flow.clone(), operation, message: e.to_string() }
+        ReplicateError::Consumer {
+            flow: self.settings.flow.clone(),
+            operation,
+            message: e.to_string(),
+        }
     }
 
     /// Produces one record to its target partition, waiting while the producer queue is full.
     async fn forward(&mut self, msg: &BorrowedMessage<'_>) {
-        let Some((target, _)) = self.routes.get(msg.topic()) else { return };
+        let Some((target, _)) = self.routes.get(msg.topic()) else {
+            return;
+        };
         let target = target.clone();
         let tp: TopicPartition = (msg.topic().to_string(), msg.partition());
         let up = msg.offset();
-        let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&target).partition(msg.partition());
+        let mut record: FutureRecord<'_, [u8], [u8]> =
+            FutureRecord::to(&target).partition(msg.partition());
         if let Some(key) = msg.key() {
             record = record.key(key);
         }
@@ -289,8 +321,10 @@ impl State {
         let room = MAX_SYNCS_IN_FLIGHT.saturating_sub(self.syncs_in_flight.len());
         for sync in self.writer.take_pending(room) {
             let (key, value) = (sync.key(), sync.value());
-            let record: FutureRecord<'_, [u8], [u8]> =
-                FutureRecord::to(&self.settings.syncs_topic).partition(0).key(key.as_slice()).payload(value.as_slice());
+            let record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&self.settings.syncs_topic)
+                .partition(0)
+                .key(key.as_slice())
+                .payload(value.as_slice());
             match self.syncs_producer.send_result(record) {
                 Ok(delivery) => {
                     let stats = self.stats.clone();
@@ -331,7 +365,8 @@ impl State {
             self.stats.note_error("store progress", &e.to_string());
             // Retry with the next commit.
             for elem in tpl.elements() {
-                self.dirty.insert((elem.topic().to_string(), elem.partition()));
+                self.dirty
+                    .insert((elem.topic().to_string(), elem.partition()));
             }
         }
     }
@@ -360,4 +395,3 @@ impl State {
         let _ = self.syncs_producer.flush(Duration::from_secs(5));
     }
 }
-

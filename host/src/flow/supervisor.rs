@@ -50,23 +50,44 @@ struct Roles {
 }
 
 fn roles(flow: &ResolvedFlow) -> Option<Roles> {
-    match (&flow.topic_filter.handle, &flow.replication_policy.handle, &flow.config_property_filter.handle) {
-        (RoleHandle::TopicFilter(f), RoleHandle::ReplicationPolicy(p), RoleHandle::ConfigPropertyFilter(c)) => {
-            Some(Roles { filter: f.clone(), policy: p.clone(), configs: c.clone() })
-        }
+    match (
+        &flow.topic_filter.handle,
+        &flow.replication_policy.handle,
+        &flow.config_property_filter.handle,
+    ) {
+        (
+            RoleHandle::TopicFilter(f),
+            RoleHandle::ReplicationPolicy(p),
+            RoleHandle::ConfigPropertyFilter(c),
+        ) => Some(Roles {
+            filter: f.clone(),
+            policy: p.clone(),
+            configs: c.clone(),
+        }),
         _ => None,
     }
 }
 
 /// Runs a plugin call off the async workers (a plugin may block up to its deadline).
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, PluginError> + Send + 'static) -> Result<T, PluginError> {
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, PluginError> + Send + 'static,
+) -> Result<T, PluginError> {
     tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(PluginError::Call { plugin: "(host)".into(), function: "spawn_blocking", message: e.to_string() })
+        Err(PluginError::Call {
+            plugin: "(host)".into(),
+            function: "spawn_blocking",
+            message: e.to_string(),
+        })
     })
 }
 
 /// Retries `f` with backoff until it succeeds or `shutdown`; `None` on shutdown.
-async fn retry<T, F, Fut>(what: &str, stats: &FlowStats, shutdown: &CancellationToken, mut f: F) -> Option<T>
+async fn retry<T, F, Fut>(
+    what: &str,
+    stats: &FlowStats,
+    shutdown: &CancellationToken,
+    mut f: F,
+) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, KafkaError>>,
@@ -86,9 +107,16 @@ where
 }
 
 /// Runs `flow` until `shutdown`.
-pub async fn run(flow: Arc<ResolvedFlow>, shutdown: CancellationToken) -> Result<(), FlowError> {
+pub async fn run(
+    flow: Arc<ResolvedFlow>,
+    stats: Arc<FlowStats>,
+    shutdown: CancellationToken,
+) -> Result<(), FlowError> {
     let name = flow.name.clone();
-    let kafka = |source| FlowError::Kafka { flow: name.clone(), source };
+    let kafka = |source| FlowError::Kafka {
+        flow: name.clone(),
+        source,
+    };
     let source = Cluster::new(&flow.source).map_err(kafka)?;
     let target = Cluster::new(&flow.target).map_err(kafka)?;
     let syncs_cluster = match flow.settings.offset_syncs_topic_location {
@@ -98,13 +126,19 @@ pub async fn run(flow: Arc<ResolvedFlow>, shutdown: CancellationToken) -> Result
     let Some(roles) = roles(&flow) else {
         unreachable!("config validation gives every slot its role")
     };
-    let stats = Arc::new(FlowStats::new(&name));
-    let plugin = |source| FlowError::Plugin { flow: name.clone(), source };
+    let plugin = |source| FlowError::Plugin {
+        flow: name.clone(),
+        source,
+    };
     let (policy, target_alias) = (roles.policy.clone(), flow.target.alias.clone());
-    let (syncs_topic, heartbeats_topic) =
-        blocking(move || Ok((policy.offset_syncs_topic(&target_alias)?, policy.heartbeats_topic()?)))
-            .await
-            .map_err(plugin)?;
+    let (syncs_topic, heartbeats_topic) = blocking(move || {
+        Ok((
+            policy.offset_syncs_topic(&target_alias)?,
+            policy.heartbeats_topic()?,
+        ))
+    })
+    .await
+    .map_err(plugin)?;
     let rf = flow.settings.replication_factor.unwrap_or(-1);
 
     tracing::info!(flow = %name, offset_syncs = %syncs_topic, heartbeats = %heartbeats_topic, "starting flow");
@@ -129,15 +163,26 @@ pub async fn run(flow: Arc<ResolvedFlow>, shutdown: CancellationToken) -> Result
         max_in_flight: 10_000,
     };
     let replicator = {
-        let (source, target, syncs_cluster) = (source.clone(), target.clone(), syncs_cluster.clone());
+        let (source, target, syncs_cluster) =
+            (source.clone(), target.clone(), syncs_cluster.clone());
         let (shutdown, stats) = (shutdown.clone(), stats.clone());
         tokio::spawn(async move {
             let mut backoff = Duration::from_millis(500);
             loop {
-                let run = replicate::run(&source, &target, &syncs_cluster, settings.clone(), assign_rx.clone(), shutdown.clone(), stats.clone());
+                let run = replicate::run(
+                    &source,
+                    &target,
+                    &syncs_cluster,
+                    settings.clone(),
+                    assign_rx.clone(),
+                    shutdown.clone(),
+                    stats.clone(),
+                );
                 match run.await {
                     Ok(()) => return,
-                    Err(e) => tracing::error!(flow = %settings.flow, error = %e, "replication stopped; restarting from stored progress"),
+                    Err(e) => {
+                        tracing::error!(flow = %settings.flow, error = %e, "replication stopped; restarting from stored progress")
+                    }
                 }
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
@@ -149,16 +194,37 @@ pub async fn run(flow: Arc<ResolvedFlow>, shutdown: CancellationToken) -> Result
     };
     let heartbeats = flow.settings.emit_heartbeats_enabled.then(|| {
         let (target, shutdown, stats) = (target.clone(), shutdown.clone(), stats.clone());
-        let (alias, interval) = (flow.source.alias.clone(), flow.settings.emit_heartbeats_interval);
+        let (alias, interval) = (
+            flow.source.alias.clone(),
+            flow.settings.emit_heartbeats_interval,
+        );
         tokio::spawn(async move {
-            let ready = retry("create the heartbeats topic", &stats, &shutdown, || target.ensure_internal_topic(&heartbeats_topic, rf));
+            let ready = retry("create the heartbeats topic", &stats, &shutdown, || {
+                target.ensure_internal_topic(&heartbeats_topic, rf)
+            });
             if ready.await.is_some() {
-                super::heartbeat::run(&target, &alias, &heartbeats_topic, interval, shutdown, stats).await;
+                super::heartbeat::run(
+                    &target,
+                    &alias,
+                    &heartbeats_topic,
+                    interval,
+                    shutdown,
+                    stats,
+                )
+                .await;
             }
         })
     });
 
-    let mut discovery = Discovery { flow: flow.clone(), roles, source, target, stats: stats.clone(), decisions: BTreeMap::new(), mirrored: BTreeMap::new() };
+    let mut discovery = Discovery {
+        flow: flow.clone(),
+        roles,
+        source,
+        target,
+        stats: stats.clone(),
+        decisions: BTreeMap::new(),
+        mirrored: BTreeMap::new(),
+    };
     loop {
         if let Some(assignment) = discovery.pass().await {
             assign_tx.send_if_modified(|current| {
@@ -176,6 +242,7 @@ pub async fn run(flow: Arc<ResolvedFlow>, shutdown: CancellationToken) -> Result
     if let Some(h) = heartbeats {
         let _ = h.await;
     }
+    stats.update(|s| s.state = "stopped");
     tracing::info!(flow = %name, records = stats.records.load(std::sync::atomic::Ordering::Relaxed), "flow stopped");
     Ok(())
 }
@@ -203,14 +270,25 @@ impl Discovery {
             Ok(t) => t,
             Err(e) => return self.failed("list target topics", &e.to_string()),
         };
-        let new: Vec<String> = source.keys().filter(|t| !self.decisions.contains_key(*t)).cloned().collect();
+        let new: Vec<String> = source
+            .keys()
+            .filter(|t| !self.decisions.contains_key(*t))
+            .cloned()
+            .collect();
         if !new.is_empty() {
             let (filter, policy) = (self.roles.filter.clone(), self.roles.policy.clone());
-            let (src, tgt) = (self.flow.source.alias.clone(), self.flow.target.alias.clone());
+            let (src, tgt) = (
+                self.flow.source.alias.clone(),
+                self.flow.target.alias.clone(),
+            );
             // Fail safe: an undecided topic is not mirrored; it is asked again next pass.
-            match blocking(move || discovery::decide_all(&new, &*filter, &*policy, &src, &tgt)).await {
+            match blocking(move || discovery::decide_all(&new, &*filter, &*policy, &src, &tgt))
+                .await
+            {
                 Ok(decided) => self.decisions.extend(decided),
-                Err(e) => self.stats.note_error("topic filter / replication policy", &e.to_string()),
+                Err(e) => self
+                    .stats
+                    .note_error("topic filter / replication policy", &e.to_string()),
             }
         }
         let mut plan = discovery::plan(&source, &target, &self.decisions, &self.mirrored);
@@ -218,8 +296,18 @@ impl Discovery {
         for problem in &plan.problems {
             self.report(problem);
         }
+        let problems: Vec<String> = plan.problems.iter().map(describe).collect();
+        self.stats.update(|s| {
+            s.state = "running";
+            s.mirrored = plan.mirror.clone();
+            s.problems = problems;
+        });
         if plan.mirror != self.mirrored {
-            let names: Vec<String> = plan.mirror.iter().map(|(s, (t, n))| format!("{s}->{t}[{n}]")).collect();
+            let names: Vec<String> = plan
+                .mirror
+                .iter()
+                .map(|(s, (t, n))| format!("{s}->{t}[{n}]"))
+                .collect();
             tracing::info!(flow = %self.flow.name, topics = plan.mirror.len(), mirroring = %names.join(", "), "mirrored topics changed");
         }
         self.mirrored = plan.mirror.clone();
@@ -236,12 +324,26 @@ impl Discovery {
         let mut specs = Vec::new();
         for action in &plan.actions {
             match action {
-                Action::CreateTopic { source, target: name, partitions } => {
+                Action::CreateTopic {
+                    source,
+                    target: name,
+                    partitions,
+                } => {
                     let configs = self.configs_for(source).await;
                     let rf = self.flow.settings.replication_factor.unwrap_or(-1);
-                    specs.push(TopicSpec { name: name.clone(), partitions: *partitions, replication_factor: rf, configs });
+                    specs.push(TopicSpec {
+                        name: name.clone(),
+                        partitions: *partitions,
+                        replication_factor: rf,
+                        configs,
+                    });
                 }
-                Action::AddPartitions { source, target: name, from, to } => match self.target.add_partitions(name, *to).await {
+                Action::AddPartitions {
+                    source,
+                    target: name,
+                    from,
+                    to,
+                } => match self.target.add_partitions(name, *to).await {
                     Ok(()) => {
                         tracing::info!(flow = %self.flow.name, topic = %name, from, to, "added partitions to the target");
                         target.insert(name.clone(), *to);
@@ -261,7 +363,9 @@ impl Discovery {
         }
         for (name, result) in self.target.create_topics(&specs).await {
             match result {
-                Ok(()) => tracing::info!(flow = %self.flow.name, topic = %name, "created target topic"),
+                Ok(()) => {
+                    tracing::info!(flow = %self.flow.name, topic = %name, "created target topic")
+                }
                 Err(e) => {
                     self.stats.note_error("create topic", &e.to_string());
                     plan.mirror.retain(|_, (t, _)| *t != name);
@@ -278,7 +382,8 @@ impl Discovery {
         let entries = match self.source.topic_configs(topic).await {
             Ok(e) => e,
             Err(e) => {
-                self.stats.note_error("describe topic configs", &e.to_string());
+                self.stats
+                    .note_error("describe topic configs", &e.to_string());
                 return Vec::new();
             }
         };
@@ -295,7 +400,8 @@ impl Discovery {
             Ok(kept)
         });
         kept.await.unwrap_or_else(|e| {
-            self.stats.note_error("config-property filter", &e.to_string());
+            self.stats
+                .note_error("config-property filter", &e.to_string());
             Vec::new()
         })
     }
@@ -304,12 +410,37 @@ impl Discovery {
         if !self.stats.first_time(&format!("{problem:?}")) {
             return;
         }
-        let flow = &self.flow.name;
+        let text = describe(problem);
         match problem {
-            Problem::Collision { target, sources } => tracing::error!(flow = %flow, topic = %target, sources = %sources.join(", "), "several source topics map to one target topic; none of them is mirrored"),
-            Problem::SourceVanished { source, target } => tracing::warn!(flow = %flow, topic = %source, target = %target, "source topic vanished; the target topic is kept"),
-            Problem::SourceShrank { source, from, to } => tracing::warn!(flow = %flow, topic = %source, from, to, "source topic lost partitions; the target keeps its partitions"),
-            Problem::TargetLarger { target, source_partitions, target_partitions } => tracing::warn!(flow = %flow, topic = %target, source_partitions, target_partitions, "target topic has more partitions than the source"),
+            Problem::Collision { .. } => tracing::error!(flow = %self.flow.name, "{text}"),
+            _ => tracing::warn!(flow = %self.flow.name, "{text}"),
         }
+    }
+}
+
+/// A problem in words, for logs and `/status`.
+pub fn describe(problem: &Problem) -> String {
+    match problem {
+        Problem::Collision { target, sources } => {
+            format!(
+                "source topics {} all map to target topic {target}; none of them is mirrored",
+                sources.join(", ")
+            )
+        }
+        Problem::SourceVanished { source, target } => {
+            format!("source topic {source} vanished; target topic {target} is kept")
+        }
+        Problem::SourceShrank { source, from, to } => {
+            format!(
+                "source topic {source} shrank from {from} to {to} partitions; the target keeps its partitions"
+            )
+        }
+        Problem::TargetLarger {
+            target,
+            source_partitions,
+            target_partitions,
+        } => format!(
+            "target topic {target} has {target_partitions} partitions, more than the source's {source_partitions}"
+        ),
     }
 }

@@ -27,42 +27,67 @@ pub static BUILTINS: [Builtin; 5] = [
         name: "default-policy",
         role: Role::ReplicationPolicy,
         summary: "MM2's DefaultReplicationPolicy: <source>.<topic>",
-        build: |c| Ok(RoleHandle::ReplicationPolicy(Arc::new(Native(DefaultReplicationPolicy::configure(c)?)))),
+        build: |c| {
+            Ok(RoleHandle::ReplicationPolicy(Arc::new(Native(
+                DefaultReplicationPolicy::configure(c)?,
+            ))))
+        },
     },
     Builtin {
         name: "identity-policy",
         role: Role::ReplicationPolicy,
         summary: "MM2's IdentityReplicationPolicy: topics keep their names",
-        build: |c| Ok(RoleHandle::ReplicationPolicy(Arc::new(Native(IdentityReplicationPolicy::configure(c)?)))),
+        build: |c| {
+            Ok(RoleHandle::ReplicationPolicy(Arc::new(Native(
+                IdentityReplicationPolicy::configure(c)?,
+            ))))
+        },
     },
     Builtin {
         name: "default-topic-filter",
         role: Role::TopicFilter,
         summary: "MM2's DefaultTopicFilter: `topics` minus `topics.exclude`",
-        build: |c| Ok(RoleHandle::TopicFilter(Arc::new(Native(DefaultTopicFilter::configure(c)?)))),
+        build: |c| {
+            Ok(RoleHandle::TopicFilter(Arc::new(Native(
+                DefaultTopicFilter::configure(c)?,
+            ))))
+        },
     },
     Builtin {
         name: "default-group-filter",
         role: Role::GroupFilter,
         summary: "MM2's DefaultGroupFilter: `groups` minus `groups.exclude`",
-        build: |c| Ok(RoleHandle::GroupFilter(Arc::new(Native(DefaultGroupFilter::configure(c)?)))),
+        build: |c| {
+            Ok(RoleHandle::GroupFilter(Arc::new(Native(
+                DefaultGroupFilter::configure(c)?,
+            ))))
+        },
     },
     Builtin {
         name: "default-config-property-filter",
         role: Role::ConfigPropertyFilter,
         summary: "MM2's DefaultConfigPropertyFilter: all but `config.properties.exclude`",
         build: |c| {
-            Ok(RoleHandle::ConfigPropertyFilter(Arc::new(Native(DefaultConfigPropertyFilter::configure(c)?))))
+            Ok(RoleHandle::ConfigPropertyFilter(Arc::new(Native(
+                DefaultConfigPropertyFilter::configure(c)?,
+            ))))
         },
     },
 ];
 
 /// The built-in called `name`.
 pub fn find(name: &str) -> Result<&'static Builtin, PluginError> {
-    BUILTINS.iter().find(|b| b.name == name).ok_or_else(|| PluginError::UnknownBuiltin {
-        name: name.to_string(),
-        known: BUILTINS.iter().map(|b| b.name).collect::<Vec<_>>().join(", "),
-    })
+    BUILTINS
+        .iter()
+        .find(|b| b.name == name)
+        .ok_or_else(|| PluginError::UnknownBuiltin {
+            name: name.to_string(),
+            known: BUILTINS
+                .iter()
+                .map(|b| b.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
 }
 
 /// The built-in MM2 uses by default for `role`.
@@ -73,7 +98,10 @@ pub fn default_for(role: Role) -> &'static Builtin {
         Role::ReplicationPolicy => "default-policy",
         Role::ConfigPropertyFilter => "default-config-property-filter",
     };
-    BUILTINS.iter().find(|b| b.name == name).unwrap_or(&BUILTINS[0])
+    BUILTINS
+        .iter()
+        .find(|b| b.name == name)
+        .unwrap_or(&BUILTINS[0])
 }
 
 #[cfg(test)]
@@ -89,7 +117,10 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), BUILTINS.len());
         let err = find("nope").unwrap_err().to_string();
-        assert!(err.contains("unknown built-in `nope`") && err.contains("default-policy"), "{err}");
+        assert!(
+            err.contains("unknown built-in `nope`") && err.contains("default-policy"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -98,7 +129,11 @@ mod tests {
             assert!((b.build)(&Config::new()).is_ok(), "{}", b.name);
             let bad: Config = [("no.such.key", "x")].into_iter().collect();
             let err = (b.build)(&bad).err().unwrap_or_default();
-            assert!(err.contains("unknown key `no.such.key`"), "{}: {err}", b.name);
+            assert!(
+                err.contains("unknown key `no.such.key`"),
+                "{}: {err}",
+                b.name
+            );
         }
     }
 }

@@ -53,7 +53,11 @@ impl ComponentCache {
     /// `$KMIRROR_CACHE_DIR`, else `$XDG_CACHE_HOME/kmirror/components`, else
     /// `$HOME/.cache/kmirror/components`; `None` if none of them is set.
     pub fn default_location() -> Option<Self> {
-        let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let env = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
         env("KMIRROR_CACHE_DIR")
             .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("kmirror/components")))
             .or_else(|| env("HOME").map(|d| d.join(".cache/kmirror/components")))
@@ -80,7 +84,11 @@ impl ComponentCache {
     /// The compiled form of `bytes`: from the cache if a valid entry exists, else compiled
     /// and stored. A corrupt entry is replaced; a cache that cannot be written is skipped
     /// (the component still loads).
-    pub(crate) fn load_or_compile(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<(Component, CacheOutcome)> {
+    pub(crate) fn load_or_compile(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+    ) -> wasmtime::Result<(Component, CacheOutcome)> {
         let key = Self::key(engine, bytes);
         let path = self.entry_path(&key);
         if let Some(artefact) = read_entry(&path) {
@@ -129,7 +137,11 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
-    let path = dir.join(format!(".tmp-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let path = dir.join(format!(
+        ".tmp-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     let file = std::fs::File::create(&path)?;
     Ok((path, file))
 }

@@ -67,14 +67,20 @@ fn not_a_component_hint(bytes: &[u8]) -> Option<&'static str> {
 impl PluginComponent {
     /// Loads the component at `path`.
     pub fn load(host: &PluginHost, path: &Path) -> Result<Self, PluginError> {
-        let bytes = std::fs::read(path).map_err(|source| PluginError::Read { path: path.to_path_buf(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Self::from_bytes(host, path, &bytes)
     }
 
     /// Loads a component from `bytes`; `path` names it in messages.
     pub fn from_bytes(host: &PluginHost, path: &Path, bytes: &[u8]) -> Result<Self, PluginError> {
         let started = Instant::now();
-        let compile_error = |message: String| PluginError::Compile { path: path.to_path_buf(), message };
+        let compile_error = |message: String| PluginError::Compile {
+            path: path.to_path_buf(),
+            message,
+        };
         if let Some(hint) = not_a_component_hint(bytes) {
             return Err(compile_error(hint.to_string()));
         }
@@ -87,18 +93,34 @@ impl PluginComponent {
         let ty = component.component_type();
         let (roles, others) = detect_roles(ty.exports(host.engine()).map(|(name, _)| name));
         if roles.is_empty() {
-            let exports = if others.is_empty() { "nothing".to_string() } else { others.join(", ") };
-            return Err(PluginError::NoRole { path: path.to_path_buf(), exports });
+            let exports = if others.is_empty() {
+                "nothing".to_string()
+            } else {
+                others.join(", ")
+            };
+            return Err(PluginError::NoRole {
+                path: path.to_path_buf(),
+                exports,
+            });
         }
         let name = path.display().to_string();
-        let pre = host.linker().instantiate_pre(&component).map_err(|e| PluginError::Instantiate {
-            plugin: name.clone(),
-            message: format!("{e:#} (plugins may import only WASI interfaces, which grant nothing)"),
-        })?;
+        let pre =
+            host.linker()
+                .instantiate_pre(&component)
+                .map_err(|e| PluginError::Instantiate {
+                    plugin: name.clone(),
+                    message: format!(
+                        "{e:#} (plugins may import only WASI interfaces, which grant nothing)"
+                    ),
+                })?;
         Ok(PluginComponent {
             path: path.to_path_buf(),
             roles,
-            loaded: Arc::new(Loaded { host: host.clone(), pre, name }),
+            loaded: Arc::new(Loaded {
+                host: host.clone(),
+                pre,
+                name,
+            }),
             cache_outcome,
             load_time: started.elapsed(),
         })
@@ -130,24 +152,37 @@ impl PluginComponent {
             return Err(PluginError::MissingRole {
                 plugin: self.loaded.name.clone(),
                 role,
-                exports: self.roles.iter().map(Role::to_string).collect::<Vec<_>>().join(", "),
+                exports: self
+                    .roles
+                    .iter()
+                    .map(Role::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         }
         let loaded = self.loaded.clone();
         let config = config.entries().to_vec();
         Ok(match role {
             Role::TopicFilter => {
-                RoleHandle::TopicFilter(Arc::new(RoleInstance::<topic_filter::Guest>::new(loaded, config)?))
+                RoleHandle::TopicFilter(Arc::new(RoleInstance::<topic_filter::Guest>::new(
+                    loaded, config,
+                )?))
             }
             Role::GroupFilter => {
-                RoleHandle::GroupFilter(Arc::new(RoleInstance::<group_filter::Guest>::new(loaded, config)?))
+                RoleHandle::GroupFilter(Arc::new(RoleInstance::<group_filter::Guest>::new(
+                    loaded, config,
+                )?))
             }
-            Role::ReplicationPolicy => RoleHandle::ReplicationPolicy(Arc::new(
-                RoleInstance::<replication_policy::Guest>::new(loaded, config)?,
-            )),
-            Role::ConfigPropertyFilter => RoleHandle::ConfigPropertyFilter(Arc::new(
-                RoleInstance::<config_property_filter::Guest>::new(loaded, config)?,
-            )),
+            Role::ReplicationPolicy => {
+                RoleHandle::ReplicationPolicy(Arc::new(
+                    RoleInstance::<replication_policy::Guest>::new(loaded, config)?,
+                ))
+            }
+            Role::ConfigPropertyFilter => {
+                RoleHandle::ConfigPropertyFilter(Arc::new(RoleInstance::<
+                    config_property_filter::Guest,
+                >::new(loaded, config)?))
+            }
         })
     }
 }
@@ -181,8 +216,16 @@ mod tests {
 
     #[test]
     fn core_modules_get_a_hint() {
-        assert!(not_a_component_hint(b"\0asm\x01\0\0\0").unwrap().contains("core WebAssembly module"));
-        assert!(not_a_component_hint(b"hello").unwrap().contains("not a WebAssembly file"));
+        assert!(
+            not_a_component_hint(b"\0asm\x01\0\0\0")
+                .unwrap()
+                .contains("core WebAssembly module")
+        );
+        assert!(
+            not_a_component_hint(b"hello")
+                .unwrap()
+                .contains("not a WebAssembly file")
+        );
         assert!(not_a_component_hint(b"\0asm\x0d\0\x01\0").is_none());
     }
 }

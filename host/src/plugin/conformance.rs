@@ -8,7 +8,9 @@
 //! batch-equals-single.
 
 use super::{Config, Plugin, PluginError, Role};
-use crate::policy::{ConfigPropertyFilter, GroupFilter, ReplicationPolicy, RoleHandle, TopicFilter};
+use crate::policy::{
+    ConfigPropertyFilter, GroupFilter, ReplicationPolicy, RoleHandle, TopicFilter,
+};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -92,30 +94,58 @@ impl Report {
                 order.push(key);
             }
             let row = rows.entry(key).or_default();
-            if case.outcome.is_ok() { row.0 += 1 } else { row.1 += 1 }
+            if case.outcome.is_ok() {
+                row.0 += 1
+            } else {
+                row.1 += 1
+            }
         }
         let roles: Vec<String> = self.roles.iter().map(Role::to_string).collect();
         let mut out = format!("roles: {}\n", roles.join(", "));
         if self.identity {
             out.push_str("replication-policy recognised as an identity policy: checked by the identity rules\n");
         }
-        let _ = writeln!(out, "\n{:<24} {:<46} {:>6} {:>6}  result", "role", "check", "passed", "failed");
+        let _ = writeln!(
+            out,
+            "\n{:<24} {:<46} {:>6} {:>6}  result",
+            "role", "check", "passed", "failed"
+        );
         for key in order {
             let (pass, fail) = rows[&key];
             let verdict = if fail == 0 { "PASS" } else { "FAIL" };
-            let _ = writeln!(out, "{:<24} {:<46} {pass:>6} {fail:>6}  {verdict}", key.0.to_string(), key.1);
+            let _ = writeln!(
+                out,
+                "{:<24} {:<46} {pass:>6} {fail:>6}  {verdict}",
+                key.0.to_string(),
+                key.1
+            );
         }
         let failures: Vec<&Case> = self.failures().collect();
         if !failures.is_empty() {
             let _ = writeln!(out, "\nfailing cases:");
             for case in failures {
-                let why = case.outcome.as_ref().err().map(String::as_str).unwrap_or_default();
-                let _ = writeln!(out, "  {} / {}: {} -> {}", case.role, case.check, case.input, why);
+                let why = case
+                    .outcome
+                    .as_ref()
+                    .err()
+                    .map(String::as_str)
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "  {} / {}: {} -> {}",
+                    case.role, case.check, case.input, why
+                );
             }
         }
         let total = self.cases.len();
         let failed = self.cases.iter().filter(|c| c.outcome.is_err()).count();
-        let _ = writeln!(out, "\n{} cases, {} passed, {} failed", total, total - failed, failed);
+        let _ = writeln!(
+            out,
+            "\n{} cases, {} passed, {} failed",
+            total,
+            total - failed,
+            failed
+        );
         out
     }
 }
@@ -124,7 +154,10 @@ impl Report {
 /// a role cannot be instantiated or configured; a failing or trapping call is a failed case.
 pub fn check(plugin: &Plugin, config: &Config) -> Result<Report, PluginError> {
     let roles = plugin.roles();
-    let mut run = Run { cases: Vec::new(), role: Role::TopicFilter };
+    let mut run = Run {
+        cases: Vec::new(),
+        role: Role::TopicFilter,
+    };
     let mut identity = false;
     for &role in &roles {
         run.role = role;
@@ -135,7 +168,11 @@ pub fn check(plugin: &Plugin, config: &Config) -> Result<Report, PluginError> {
             RoleHandle::ConfigPropertyFilter(f) => run.config_filter(&*f),
         }
     }
-    Ok(Report { roles, identity, cases: run.cases })
+    Ok(Report {
+        roles,
+        identity,
+        cases: run.cases,
+    })
 }
 
 struct Run {
@@ -152,7 +189,12 @@ fn show<T: std::fmt::Debug>(value: &Result<T, PluginError>) -> String {
 
 impl Run {
     fn case(&mut self, check: &'static str, input: String, outcome: Result<(), String>) {
-        self.cases.push(Case { role: self.role, check, input, outcome });
+        self.cases.push(Case {
+            role: self.role,
+            check,
+            input,
+            outcome,
+        });
     }
 
     /// Records `actual == expected`.
@@ -171,7 +213,11 @@ impl Run {
     }
 
     /// Records that two calls with the same input agree.
-    fn twice<T: PartialEq + std::fmt::Debug>(&mut self, input: String, mut f: impl FnMut() -> Result<T, PluginError>) {
+    fn twice<T: PartialEq + std::fmt::Debug>(
+        &mut self,
+        input: String,
+        mut f: impl FnMut() -> Result<T, PluginError>,
+    ) {
         let (first, second) = (f(), f());
         let outcome = match (&first, &second) {
             (Ok(a), Ok(b)) if a == b => Ok(()),
@@ -184,81 +230,197 @@ impl Run {
         let identity = ALIASES
             .iter()
             .all(|a| matches!(p.format_remote_topic(a, "orders"), Ok(t) if t == "orders"));
-        let plain_topics: Vec<&str> = TOPICS.iter().copied().filter(|t| !t.contains("heartbeats")).collect();
+        let plain_topics: Vec<&str> = TOPICS
+            .iter()
+            .copied()
+            .filter(|t| !t.contains("heartbeats"))
+            .collect();
         for a in ALIASES {
             for t in &plain_topics {
                 let t = *t;
                 let remote = p.format_remote_topic(a, t);
                 let Ok(remote) = remote else {
-                    self.case("format-remote-topic", format!("({a}, {t})"), Err(show(&remote)));
+                    self.case(
+                        "format-remote-topic",
+                        format!("({a}, {t})"),
+                        Err(show(&remote)),
+                    );
                     continue;
                 };
                 let input = format!("a={a} t={t} -> {remote}");
-                self.expect("upstream-topic(format-remote-topic(a,t)) == t", input.clone(), p.upstream_topic(&remote), Some(t.to_string()));
+                self.expect(
+                    "upstream-topic(format-remote-topic(a,t)) == t",
+                    input.clone(),
+                    p.upstream_topic(&remote),
+                    Some(t.to_string()),
+                );
                 if !identity {
-                    self.expect("topic-source(format-remote-topic(a,t)) == a", input.clone(), p.topic_source(&remote), Some(a.to_string()));
+                    self.expect(
+                        "topic-source(format-remote-topic(a,t)) == a",
+                        input.clone(),
+                        p.topic_source(&remote),
+                        Some(a.to_string()),
+                    );
                 } else {
-                    self.expect("identity: original-topic(t) == t", input.clone(), p.original_topic(t), t.to_string());
+                    self.expect(
+                        "identity: original-topic(t) == t",
+                        input.clone(),
+                        p.original_topic(t),
+                        t.to_string(),
+                    );
                 }
                 if !t.starts_with("__") {
-                    self.expect("remote topics are not internal", input.clone(), p.is_internal_topic(&remote), false);
+                    self.expect(
+                        "remote topics are not internal",
+                        input.clone(),
+                        p.is_internal_topic(&remote),
+                        false,
+                    );
                 }
                 for b in ["hop2", "dc_3"] {
                     let two = p.format_remote_topic(b, &remote).unwrap_or_default();
                     let expected = p.original_topic(t).unwrap_or_default();
-                    self.expect("original-topic across two hops", format!("{b} <- {a} <- {t}: {two}"), p.original_topic(&two), expected);
+                    self.expect(
+                        "original-topic across two hops",
+                        format!("{b} <- {a} <- {t}: {two}"),
+                        p.original_topic(&two),
+                        expected,
+                    );
                 }
-                self.twice(format!("format-remote-topic({a}, {t})"), || p.format_remote_topic(a, t));
-                self.twice(format!("topic-source({remote})"), || p.topic_source(&remote));
-                self.twice(format!("upstream-topic({remote})"), || p.upstream_topic(&remote));
+                self.twice(format!("format-remote-topic({a}, {t})"), || {
+                    p.format_remote_topic(a, t)
+                });
+                self.twice(format!("topic-source({remote})"), || {
+                    p.topic_source(&remote)
+                });
+                self.twice(format!("upstream-topic({remote})"), || {
+                    p.upstream_topic(&remote)
+                });
             }
             let heartbeats = p.heartbeats_topic().unwrap_or_default();
             let remote_hb = p.format_remote_topic(a, &heartbeats).unwrap_or_default();
-            self.expect("heartbeats topics recognised, local and remote", heartbeats.clone(), p.is_heartbeats_topic(&heartbeats), true);
-            self.expect("heartbeats topics recognised, local and remote", remote_hb.clone(), p.is_heartbeats_topic(&remote_hb), true);
-            self.expect("topic-source of a remote heartbeats topic", remote_hb.clone(), p.topic_source(&remote_hb), Some(a.to_string()));
+            self.expect(
+                "heartbeats topics recognised, local and remote",
+                heartbeats.clone(),
+                p.is_heartbeats_topic(&heartbeats),
+                true,
+            );
+            self.expect(
+                "heartbeats topics recognised, local and remote",
+                remote_hb.clone(),
+                p.is_heartbeats_topic(&remote_hb),
+                true,
+            );
+            self.expect(
+                "topic-source of a remote heartbeats topic",
+                remote_hb.clone(),
+                p.topic_source(&remote_hb),
+                Some(a.to_string()),
+            );
             let syncs = p.offset_syncs_topic(a).unwrap_or_default();
             let checkpoints = p.checkpoints_topic(a).unwrap_or_default();
-            self.expect("internal topics recognised", syncs.clone(), p.is_internal_topic(&syncs), true);
-            self.expect("internal topics recognised", syncs.clone(), p.is_mm2_internal_topic(&syncs), true);
-            self.expect("internal topics recognised", checkpoints.clone(), p.is_internal_topic(&checkpoints), true);
-            self.expect("internal topics recognised", checkpoints.clone(), p.is_checkpoints_topic(&checkpoints), true);
+            self.expect(
+                "internal topics recognised",
+                syncs.clone(),
+                p.is_internal_topic(&syncs),
+                true,
+            );
+            self.expect(
+                "internal topics recognised",
+                syncs.clone(),
+                p.is_mm2_internal_topic(&syncs),
+                true,
+            );
+            self.expect(
+                "internal topics recognised",
+                checkpoints.clone(),
+                p.is_internal_topic(&checkpoints),
+                true,
+            );
+            self.expect(
+                "internal topics recognised",
+                checkpoints.clone(),
+                p.is_checkpoints_topic(&checkpoints),
+                true,
+            );
             let topics: Vec<String> = plain_topics.iter().map(|t| t.to_string()).collect();
-            let single: Result<Vec<String>, PluginError> = topics.iter().map(|t| p.format_remote_topic(a, t)).collect();
+            let single: Result<Vec<String>, PluginError> =
+                topics.iter().map(|t| p.format_remote_topic(a, t)).collect();
             let single = single.unwrap_or_default();
-            self.expect("batch equals single", format!("format-remote-topics({a}, ..{})", topics.len()), p.format_remote_topics(a, &topics), single);
+            self.expect(
+                "batch equals single",
+                format!("format-remote-topics({a}, ..{})", topics.len()),
+                p.format_remote_topics(a, &topics),
+                single,
+            );
         }
-        for t in ["__consumer_offsets", "__transaction_state", ".hidden", "connect-offsets-internal"] {
-            self.expect("internal topics recognised", t.to_string(), p.is_internal_topic(t), true);
+        for t in [
+            "__consumer_offsets",
+            "__transaction_state",
+            ".hidden",
+            "connect-offsets-internal",
+        ] {
+            self.expect(
+                "internal topics recognised",
+                t.to_string(),
+                p.is_internal_topic(t),
+                true,
+            );
         }
         identity
     }
 
-    fn filter_checks(&mut self, single: &dyn Fn(&str) -> Result<bool, PluginError>, batch: &dyn Fn(&[String]) -> Result<Vec<bool>, PluginError>) {
+    fn filter_checks(
+        &mut self,
+        single: &dyn Fn(&str) -> Result<bool, PluginError>,
+        batch: &dyn Fn(&[String]) -> Result<Vec<bool>, PluginError>,
+    ) {
         let names: Vec<String> = FILTER_NAMES.iter().map(|n| n.to_string()).collect();
         for n in &names {
             self.twice(format!("{n:?}"), || single(n));
         }
         let one_by_one: Result<Vec<bool>, PluginError> = names.iter().map(|n| single(n)).collect();
         match one_by_one {
-            Ok(expected) => self.expect("batch equals single", format!("{} names", names.len()), batch(&names), expected),
-            Err(e) => self.case("batch equals single", format!("{} names", names.len()), Err(e.to_string())),
+            Ok(expected) => self.expect(
+                "batch equals single",
+                format!("{} names", names.len()),
+                batch(&names),
+                expected,
+            ),
+            Err(e) => self.case(
+                "batch equals single",
+                format!("{} names", names.len()),
+                Err(e.to_string()),
+            ),
         }
-        self.expect("batch of nothing is empty", "[]".to_string(), batch(&[]), Vec::new());
+        self.expect(
+            "batch of nothing is empty",
+            "[]".to_string(),
+            batch(&[]),
+            Vec::new(),
+        );
     }
 
     fn topic_filter(&mut self, f: &dyn TopicFilter) {
-        self.filter_checks(&|n| f.should_replicate_topic(n), &|ns| f.should_replicate_topics(ns));
+        self.filter_checks(&|n| f.should_replicate_topic(n), &|ns| {
+            f.should_replicate_topics(ns)
+        });
     }
 
     fn group_filter(&mut self, f: &dyn GroupFilter) {
-        self.filter_checks(&|n| f.should_replicate_group(n), &|ns| f.should_replicate_groups(ns));
+        self.filter_checks(&|n| f.should_replicate_group(n), &|ns| {
+            f.should_replicate_groups(ns)
+        });
     }
 
     fn config_filter(&mut self, f: &dyn ConfigPropertyFilter) {
         for n in ["cleanup.policy", "retention.ms", "min.insync.replicas", "x"] {
-            self.twice(format!("should-replicate-config-property({n})"), || f.should_replicate_config_property(n));
-            self.twice(format!("should-replicate-source-default({n})"), || f.should_replicate_source_default(n));
+            self.twice(format!("should-replicate-config-property({n})"), || {
+                f.should_replicate_config_property(n)
+            });
+            self.twice(format!("should-replicate-source-default({n})"), || {
+                f.should_replicate_source_default(n)
+            });
         }
     }
 }
@@ -279,9 +441,17 @@ mod tests {
 
     #[test]
     fn identity_is_recognised() {
-        let report = check(&Plugin::Builtin(builtin::find("identity-policy").unwrap()), &Config::new()).unwrap();
+        let report = check(
+            &Plugin::Builtin(builtin::find("identity-policy").unwrap()),
+            &Config::new(),
+        )
+        .unwrap();
         assert!(report.identity);
-        let report = check(&Plugin::Builtin(builtin::find("default-policy").unwrap()), &Config::new()).unwrap();
+        let report = check(
+            &Plugin::Builtin(builtin::find("default-policy").unwrap()),
+            &Config::new(),
+        )
+        .unwrap();
         assert!(!report.identity);
     }
 }

@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Engine, ResourceLimiter};
-use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{
+    HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView,
+};
 
 /// How often the epoch advances; call deadlines are rounded up to this.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -58,14 +60,28 @@ pub(crate) struct Limiter {
 }
 
 impl ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.limits.memory_bytes {
-            return Err(MemoryLimitExceeded { limit: self.limits.memory_bytes, desired }.into());
+            return Err(MemoryLimitExceeded {
+                limit: self.limits.memory_bytes,
+                desired,
+            }
+            .into());
         }
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= self.limits.table_elements)
     }
 
@@ -102,7 +118,10 @@ impl HostState {
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -177,7 +196,8 @@ impl PluginHost {
         config.cranelift_opt_level(wasmtime::OptLevel::Speed);
         let engine = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
 
         let stop_ticker = Arc::new(AtomicBool::new(false));
         let (ticker_engine, stop) = (engine.clone(), stop_ticker.clone());
@@ -190,7 +210,13 @@ impl PluginHost {
                 }
             })
             .map_err(|e| PluginError::Engine(format!("cannot start the epoch ticker: {e}")))?;
-        Ok(PluginHost(Arc::new(Inner { engine, linker, limits, cache, stop_ticker })))
+        Ok(PluginHost(Arc::new(Inner {
+            engine,
+            linker,
+            limits,
+            cache,
+            stop_ticker,
+        })))
     }
 
     /// A host with default limits and the default cache directory (no cache if there is
@@ -223,9 +249,15 @@ mod tests {
 
     #[test]
     fn deadline_rounds_up_to_ticks() {
-        let l = Limits { call_deadline: Duration::from_millis(12), ..Limits::default() };
+        let l = Limits {
+            call_deadline: Duration::from_millis(12),
+            ..Limits::default()
+        };
         assert_eq!(l.deadline_ticks(), 4);
-        let l = Limits { call_deadline: Duration::ZERO, ..Limits::default() };
+        let l = Limits {
+            call_deadline: Duration::ZERO,
+            ..Limits::default()
+        };
         assert_eq!(l.deadline_ticks(), 2);
     }
 }

@@ -24,7 +24,9 @@ pub enum PluginError {
         message: String,
     },
     /// The component exports none of kmirror's roles.
-    #[error("plugin {path} exports no kmirror role (kmirror:plugin/topic-filter, group-filter, replication-policy or config-property-filter @0.1); it exports: {exports}")]
+    #[error(
+        "plugin {path} exports no kmirror role (kmirror:plugin/topic-filter, group-filter, replication-policy or config-property-filter @0.1); it exports: {exports}"
+    )]
     NoRole {
         /// The file.
         path: PathBuf,

@@ -14,24 +14,114 @@ enum Arity {
 
 /// Every callable WIT function, its role and arity (`configure` is driven by `--config`).
 const FUNCTIONS: [(&str, Role, Arity, &str); 18] = [
-    ("should-replicate-topic", Role::TopicFilter, Arity::Exactly(1), "TOPIC"),
-    ("should-replicate-topics", Role::TopicFilter, Arity::AtLeast(0), "TOPIC..."),
-    ("should-replicate-group", Role::GroupFilter, Arity::Exactly(1), "GROUP"),
-    ("should-replicate-groups", Role::GroupFilter, Arity::AtLeast(0), "GROUP..."),
-    ("format-remote-topic", Role::ReplicationPolicy, Arity::Exactly(2), "SOURCE-ALIAS TOPIC"),
-    ("topic-source", Role::ReplicationPolicy, Arity::Exactly(1), "TOPIC"),
-    ("upstream-topic", Role::ReplicationPolicy, Arity::Exactly(1), "TOPIC"),
-    ("original-topic", Role::ReplicationPolicy, Arity::Exactly(1), "TOPIC"),
-    ("heartbeats-topic", Role::ReplicationPolicy, Arity::Exactly(0), ""),
-    ("offset-syncs-topic", Role::ReplicationPolicy, Arity::Exactly(1), "CLUSTER-ALIAS"),
-    ("checkpoints-topic", Role::ReplicationPolicy, Arity::Exactly(1), "CLUSTER-ALIAS"),
-    ("is-heartbeats-topic", Role::ReplicationPolicy, Arity::Exactly(1), "TOPIC"),
-    ("is-checkpoints-topic", Role::ReplicationPolicy, Arity::Exactly(1), "TOPIC"),
-    ("is-mm2-internal-topic", Role::ReplicationPolicy, Arity::Exactly(1), "TOPIC"),
-    ("is-internal-topic", Role::ReplicationPolicy, Arity::Exactly(1), "TOPIC"),
-    ("format-remote-topics", Role::ReplicationPolicy, Arity::AtLeast(1), "SOURCE-ALIAS TOPIC..."),
-    ("should-replicate-config-property", Role::ConfigPropertyFilter, Arity::Exactly(1), "NAME"),
-    ("should-replicate-source-default", Role::ConfigPropertyFilter, Arity::Exactly(1), "NAME"),
+    (
+        "should-replicate-topic",
+        Role::TopicFilter,
+        Arity::Exactly(1),
+        "TOPIC",
+    ),
+    (
+        "should-replicate-topics",
+        Role::TopicFilter,
+        Arity::AtLeast(0),
+        "TOPIC...",
+    ),
+    (
+        "should-replicate-group",
+        Role::GroupFilter,
+        Arity::Exactly(1),
+        "GROUP",
+    ),
+    (
+        "should-replicate-groups",
+        Role::GroupFilter,
+        Arity::AtLeast(0),
+        "GROUP...",
+    ),
+    (
+        "format-remote-topic",
+        Role::ReplicationPolicy,
+        Arity::Exactly(2),
+        "SOURCE-ALIAS TOPIC",
+    ),
+    (
+        "topic-source",
+        Role::ReplicationPolicy,
+        Arity::Exactly(1),
+        "TOPIC",
+    ),
+    (
+        "upstream-topic",
+        Role::ReplicationPolicy,
+        Arity::Exactly(1),
+        "TOPIC",
+    ),
+    (
+        "original-topic",
+        Role::ReplicationPolicy,
+        Arity::Exactly(1),
+        "TOPIC",
+    ),
+    (
+        "heartbeats-topic",
+        Role::ReplicationPolicy,
+        Arity::Exactly(0),
+        "",
+    ),
+    (
+        "offset-syncs-topic",
+        Role::ReplicationPolicy,
+        Arity::Exactly(1),
+        "CLUSTER-ALIAS",
+    ),
+    (
+        "checkpoints-topic",
+        Role::ReplicationPolicy,
+        Arity::Exactly(1),
+        "CLUSTER-ALIAS",
+    ),
+    (
+        "is-heartbeats-topic",
+        Role::ReplicationPolicy,
+        Arity::Exactly(1),
+        "TOPIC",
+    ),
+    (
+        "is-checkpoints-topic",
+        Role::ReplicationPolicy,
+        Arity::Exactly(1),
+        "TOPIC",
+    ),
+    (
+        "is-mm2-internal-topic",
+        Role::ReplicationPolicy,
+        Arity::Exactly(1),
+        "TOPIC",
+    ),
+    (
+        "is-internal-topic",
+        Role::ReplicationPolicy,
+        Arity::Exactly(1),
+        "TOPIC",
+    ),
+    (
+        "format-remote-topics",
+        Role::ReplicationPolicy,
+        Arity::AtLeast(1),
+        "SOURCE-ALIAS TOPIC...",
+    ),
+    (
+        "should-replicate-config-property",
+        Role::ConfigPropertyFilter,
+        Arity::Exactly(1),
+        "NAME",
+    ),
+    (
+        "should-replicate-source-default",
+        Role::ConfigPropertyFilter,
+        Arity::Exactly(1),
+        "NAME",
+    ),
 ];
 
 /// Why an eval could not run.
@@ -68,20 +158,35 @@ impl EvalError {
 }
 
 /// Calls `function` of `plugin` (configured with `config`) with `args`.
-pub fn eval(plugin: &Plugin, function: &str, args: &[String], config: &Config) -> Result<Value, EvalError> {
-    let (name, role, arity, usage) = FUNCTIONS.iter().find(|f| f.0 == function).ok_or_else(|| {
-        EvalError::UnknownFunction {
-            name: function.to_string(),
-            known: FUNCTIONS.iter().map(|f| f.0).collect::<Vec<_>>().join(", "),
-        }
-    })?;
+pub fn eval(
+    plugin: &Plugin,
+    function: &str,
+    args: &[String],
+    config: &Config,
+) -> Result<Value, EvalError> {
+    let (name, role, arity, usage) =
+        FUNCTIONS
+            .iter()
+            .find(|f| f.0 == function)
+            .ok_or_else(|| EvalError::UnknownFunction {
+                name: function.to_string(),
+                known: FUNCTIONS.iter().map(|f| f.0).collect::<Vec<_>>().join(", "),
+            })?;
     let ok = match arity {
         Arity::Exactly(n) => args.len() == *n,
         Arity::AtLeast(n) => args.len() >= *n,
     };
     if !ok {
-        let usage = if usage.is_empty() { "no arguments".to_string() } else { usage.to_string() };
-        return Err(EvalError::Arity { function: name.to_string(), usage, got: args.len() });
+        let usage = if usage.is_empty() {
+            "no arguments".to_string()
+        } else {
+            usage.to_string()
+        };
+        return Err(EvalError::Arity {
+            function: name.to_string(),
+            usage,
+            got: args.len(),
+        });
     }
     let handle = plugin.instantiate(*role, config)?;
     let a = |i: usize| args[i].as_str();
@@ -128,11 +233,30 @@ mod tests {
 
     #[test]
     fn the_documented_examples() {
-        assert_eq!(run("default-policy", "format-remote-topic", &["us-west", "topic1"]).unwrap(), json!("us-west.topic1"));
-        assert_eq!(run("default-policy", "topic-source", &["us-west.topic1"]).unwrap(), json!("us-west"));
-        assert_eq!(run("default-policy", "upstream-topic", &["topic1"]).unwrap(), Value::Null);
         assert_eq!(
-            run("default-topic-filter", "should-replicate-topic", &["__consumer_offsets"]).unwrap(),
+            run(
+                "default-policy",
+                "format-remote-topic",
+                &["us-west", "topic1"]
+            )
+            .unwrap(),
+            json!("us-west.topic1")
+        );
+        assert_eq!(
+            run("default-policy", "topic-source", &["us-west.topic1"]).unwrap(),
+            json!("us-west")
+        );
+        assert_eq!(
+            run("default-policy", "upstream-topic", &["topic1"]).unwrap(),
+            Value::Null
+        );
+        assert_eq!(
+            run(
+                "default-topic-filter",
+                "should-replicate-topic",
+                &["__consumer_offsets"]
+            )
+            .unwrap(),
             json!(false)
         );
         assert_eq!(
@@ -146,8 +270,16 @@ mod tests {
         let e = run("default-policy", "nope", &[]).unwrap_err();
         assert!(e.is_usage() && e.to_string().contains("unknown function `nope`"));
         let e = run("default-policy", "format-remote-topic", &["a"]).unwrap_err();
-        assert!(e.is_usage() && e.to_string().contains("SOURCE-ALIAS TOPIC, got 1"), "{e}");
+        assert!(
+            e.is_usage() && e.to_string().contains("SOURCE-ALIAS TOPIC, got 1"),
+            "{e}"
+        );
         let e = run("default-policy", "should-replicate-topic", &["a"]).unwrap_err();
-        assert!(!e.is_usage() && e.to_string().contains("does not export the topic-filter role"), "{e}");
+        assert!(
+            !e.is_usage()
+                && e.to_string()
+                    .contains("does not export the topic-filter role"),
+            "{e}"
+        );
     }
 }

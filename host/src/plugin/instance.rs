@@ -21,8 +21,16 @@ pub(crate) trait RoleGuest: Sized + Send + 'static {
     const ROLE: Role;
     type Indices: Send + Sync + 'static;
     fn indices(pre: &InstancePre<HostState>) -> wasmtime::Result<Self::Indices>;
-    fn load(indices: &Self::Indices, store: &mut Store<HostState>, instance: &Instance) -> wasmtime::Result<Self>;
-    fn configure(&self, store: &mut Store<HostState>, config: &Pairs) -> wasmtime::Result<Result<(), String>>;
+    fn load(
+        indices: &Self::Indices,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Self>;
+    fn configure(
+        &self,
+        store: &mut Store<HostState>,
+        config: &Pairs,
+    ) -> wasmtime::Result<Result<(), String>>;
 }
 
 macro_rules! role_guest {
@@ -33,10 +41,18 @@ macro_rules! role_guest {
             fn indices(pre: &InstancePre<HostState>) -> wasmtime::Result<Self::Indices> {
                 $module::GuestIndices::new(pre)
             }
-            fn load(indices: &Self::Indices, store: &mut Store<HostState>, instance: &Instance) -> wasmtime::Result<Self> {
+            fn load(
+                indices: &Self::Indices,
+                store: &mut Store<HostState>,
+                instance: &Instance,
+            ) -> wasmtime::Result<Self> {
                 indices.load(store, instance)
             }
-            fn configure(&self, store: &mut Store<HostState>, config: &Pairs) -> wasmtime::Result<Result<(), String>> {
+            fn configure(
+                &self,
+                store: &mut Store<HostState>,
+                config: &Pairs,
+            ) -> wasmtime::Result<Result<(), String>> {
                 self.call_configure(store, config)
             }
         }
@@ -68,7 +84,12 @@ impl<G: RoleGuest> RoleInstance<G> {
             plugin: loaded.name.clone(),
             message: format!("{} role: {e:#}", G::ROLE),
         })?;
-        let this = RoleInstance { loaded, indices, config, live: Mutex::new(None) };
+        let this = RoleInstance {
+            loaded,
+            indices,
+            config,
+            live: Mutex::new(None),
+        };
         let live = this.start()?;
         *this.live.lock().unwrap_or_else(PoisonError::into_inner) = Some(live);
         Ok(this)
@@ -84,11 +105,16 @@ impl<G: RoleGuest> RoleInstance<G> {
             .pre
             .instantiate(&mut store)
             .map_err(|e| self.classify(e, "instantiate"))?;
-        let guest = G::load(&self.indices, &mut store, &instance).map_err(|e| self.classify(e, "instantiate"))?;
+        let guest = G::load(&self.indices, &mut store, &instance)
+            .map_err(|e| self.classify(e, "instantiate"))?;
         store.set_epoch_deadline(host.limits().deadline_ticks());
         match guest.configure(&mut store, &self.config) {
             Ok(Ok(())) => Ok(Live { store, guest }),
-            Ok(Err(message)) => Err(PluginError::Config { plugin: self.loaded.name.clone(), role: G::ROLE, message }),
+            Ok(Err(message)) => Err(PluginError::Config {
+                plugin: self.loaded.name.clone(),
+                role: G::ROLE,
+                message,
+            }),
             Err(e) => Err(self.classify(e, "configure")),
         }
     }
@@ -104,7 +130,8 @@ impl<G: RoleGuest> RoleInstance<G> {
             Some(live) => live,
             None => slot.insert(self.start()?),
         };
-        live.store.set_epoch_deadline(self.loaded.host.limits().deadline_ticks());
+        live.store
+            .set_epoch_deadline(self.loaded.host.limits().deadline_ticks());
         match f(&live.guest, &mut live.store) {
             Ok(value) => Ok(value),
             Err(e) => {
@@ -117,10 +144,18 @@ impl<G: RoleGuest> RoleInstance<G> {
     fn classify(&self, error: wasmtime::Error, function: &'static str) -> PluginError {
         let plugin = self.loaded.name.clone();
         if let Some(limit) = error.downcast_ref::<MemoryLimitExceeded>() {
-            return PluginError::MemoryLimit { plugin, function, limit: limit.limit };
+            return PluginError::MemoryLimit {
+                plugin,
+                function,
+                limit: limit.limit,
+            };
         }
         let Some(trap) = error.downcast_ref::<wasmtime::Trap>() else {
-            return PluginError::Call { plugin, function, message: format!("{error:#}") };
+            return PluginError::Call {
+                plugin,
+                function,
+                message: format!("{error:#}"),
+            };
         };
         // The trap alone; the wasm backtrace is for `KMIRROR_LOG=debug`.
         tracing::debug!(plugin = %plugin, function, error = %format!("{error:?}"), "plugin call trapped");
@@ -128,52 +163,75 @@ impl<G: RoleGuest> RoleInstance<G> {
         let kind = match trap {
             wasmtime::Trap::Interrupt => {
                 let deadline = self.loaded.host.limits().call_deadline;
-                return PluginError::Timeout { plugin, function, deadline };
+                return PluginError::Timeout {
+                    plugin,
+                    function,
+                    deadline,
+                };
             }
             wasmtime::Trap::UnreachableCodeReached => TrapKind::Unreachable,
-            wasmtime::Trap::MemoryOutOfBounds | wasmtime::Trap::TableOutOfBounds | wasmtime::Trap::HeapMisaligned => {
-                TrapKind::OutOfBounds
-            }
+            wasmtime::Trap::MemoryOutOfBounds
+            | wasmtime::Trap::TableOutOfBounds
+            | wasmtime::Trap::HeapMisaligned => TrapKind::OutOfBounds,
             wasmtime::Trap::StackOverflow => TrapKind::StackOverflow,
             wasmtime::Trap::IntegerDivisionByZero
             | wasmtime::Trap::IntegerOverflow
             | wasmtime::Trap::BadConversionToInteger => TrapKind::Arithmetic,
             _ => TrapKind::Other,
         };
-        PluginError::Trap { plugin, function, kind, message }
+        PluginError::Trap {
+            plugin,
+            function,
+            kind,
+            message,
+        }
     }
 }
 
 impl TopicFilter for RoleInstance<topic_filter::Guest> {
     fn should_replicate_topic(&self, topic: &str) -> Result<bool, PluginError> {
-        self.call("should-replicate-topic", |g, s| g.call_should_replicate_topic(s, topic))
+        self.call("should-replicate-topic", |g, s| {
+            g.call_should_replicate_topic(s, topic)
+        })
     }
     fn should_replicate_topics(&self, topics: &[String]) -> Result<Vec<bool>, PluginError> {
-        self.call("should-replicate-topics", |g, s| g.call_should_replicate_topics(s, topics))
+        self.call("should-replicate-topics", |g, s| {
+            g.call_should_replicate_topics(s, topics)
+        })
     }
 }
 
 impl GroupFilter for RoleInstance<group_filter::Guest> {
     fn should_replicate_group(&self, group: &str) -> Result<bool, PluginError> {
-        self.call("should-replicate-group", |g, s| g.call_should_replicate_group(s, group))
+        self.call("should-replicate-group", |g, s| {
+            g.call_should_replicate_group(s, group)
+        })
     }
     fn should_replicate_groups(&self, groups: &[String]) -> Result<Vec<bool>, PluginError> {
-        self.call("should-replicate-groups", |g, s| g.call_should_replicate_groups(s, groups))
+        self.call("should-replicate-groups", |g, s| {
+            g.call_should_replicate_groups(s, groups)
+        })
     }
 }
 
 impl ConfigPropertyFilter for RoleInstance<config_property_filter::Guest> {
     fn should_replicate_config_property(&self, name: &str) -> Result<bool, PluginError> {
-        self.call("should-replicate-config-property", |g, s| g.call_should_replicate_config_property(s, name))
+        self.call("should-replicate-config-property", |g, s| {
+            g.call_should_replicate_config_property(s, name)
+        })
     }
     fn should_replicate_source_default(&self, name: &str) -> Result<bool, PluginError> {
-        self.call("should-replicate-source-default", |g, s| g.call_should_replicate_source_default(s, name))
+        self.call("should-replicate-source-default", |g, s| {
+            g.call_should_replicate_source_default(s, name)
+        })
     }
 }
 
 impl ReplicationPolicy for RoleInstance<replication_policy::Guest> {
     fn format_remote_topic(&self, source_alias: &str, topic: &str) -> Result<String, PluginError> {
-        self.call("format-remote-topic", |g, s| g.call_format_remote_topic(s, source_alias, topic))
+        self.call("format-remote-topic", |g, s| {
+            g.call_format_remote_topic(s, source_alias, topic)
+        })
     }
     fn topic_source(&self, topic: &str) -> Result<Option<String>, PluginError> {
         self.call("topic-source", |g, s| g.call_topic_source(s, topic))
@@ -188,24 +246,42 @@ impl ReplicationPolicy for RoleInstance<replication_policy::Guest> {
         self.call("heartbeats-topic", |g, s| g.call_heartbeats_topic(s))
     }
     fn offset_syncs_topic(&self, cluster_alias: &str) -> Result<String, PluginError> {
-        self.call("offset-syncs-topic", |g, s| g.call_offset_syncs_topic(s, cluster_alias))
+        self.call("offset-syncs-topic", |g, s| {
+            g.call_offset_syncs_topic(s, cluster_alias)
+        })
     }
     fn checkpoints_topic(&self, cluster_alias: &str) -> Result<String, PluginError> {
-        self.call("checkpoints-topic", |g, s| g.call_checkpoints_topic(s, cluster_alias))
+        self.call("checkpoints-topic", |g, s| {
+            g.call_checkpoints_topic(s, cluster_alias)
+        })
     }
     fn is_heartbeats_topic(&self, topic: &str) -> Result<bool, PluginError> {
-        self.call("is-heartbeats-topic", |g, s| g.call_is_heartbeats_topic(s, topic))
+        self.call("is-heartbeats-topic", |g, s| {
+            g.call_is_heartbeats_topic(s, topic)
+        })
     }
     fn is_checkpoints_topic(&self, topic: &str) -> Result<bool, PluginError> {
-        self.call("is-checkpoints-topic", |g, s| g.call_is_checkpoints_topic(s, topic))
+        self.call("is-checkpoints-topic", |g, s| {
+            g.call_is_checkpoints_topic(s, topic)
+        })
     }
     fn is_mm2_internal_topic(&self, topic: &str) -> Result<bool, PluginError> {
-        self.call("is-mm2-internal-topic", |g, s| g.call_is_mm2_internal_topic(s, topic))
+        self.call("is-mm2-internal-topic", |g, s| {
+            g.call_is_mm2_internal_topic(s, topic)
+        })
     }
     fn is_internal_topic(&self, topic: &str) -> Result<bool, PluginError> {
-        self.call("is-internal-topic", |g, s| g.call_is_internal_topic(s, topic))
+        self.call("is-internal-topic", |g, s| {
+            g.call_is_internal_topic(s, topic)
+        })
     }
-    fn format_remote_topics(&self, source_alias: &str, topics: &[String]) -> Result<Vec<String>, PluginError> {
-        self.call("format-remote-topics", |g, s| g.call_format_remote_topics(s, source_alias, topics))
+    fn format_remote_topics(
+        &self,
+        source_alias: &str,
+        topics: &[String],
+    ) -> Result<Vec<String>, PluginError> {
+        self.call("format-remote-topics", |g, s| {
+            g.call_format_remote_topics(s, source_alias, topics)
+        })
     }
 }

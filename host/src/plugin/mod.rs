@@ -130,13 +130,13 @@ impl Plugin {
     /// A configured implementation of `role`.
     pub fn instantiate(&self, role: Role, config: &Config) -> Result<RoleHandle, PluginError> {
         match self {
-            Plugin::Builtin(b) if b.role == role => (b.build)(config).map_err(|message| {
-                PluginError::Config {
+            Plugin::Builtin(b) if b.role == role => {
+                (b.build)(config).map_err(|message| PluginError::Config {
                     plugin: format!("builtin:{}", b.name),
                     role,
                     message,
-                }
-            }),
+                })
+            }
             Plugin::Builtin(b) => Err(PluginError::MissingRole {
                 plugin: format!("builtin:{}", b.name),
                 role,
@@ -169,7 +169,13 @@ mod tests {
 
     #[test]
     fn sources_parse() {
-        assert_eq!(PluginSource::parse("builtin:default-policy"), PluginSource::Builtin("default-policy".into()));
-        assert_eq!(PluginSource::parse("a/b.wasm"), PluginSource::File("a/b.wasm".into()));
+        assert_eq!(
+            PluginSource::parse("builtin:default-policy"),
+            PluginSource::Builtin("default-policy".into())
+        );
+        assert_eq!(
+            PluginSource::parse("a/b.wasm"),
+            PluginSource::File("a/b.wasm".into())
+        );
     }
 }

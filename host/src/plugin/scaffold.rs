@@ -7,20 +7,27 @@ use std::path::{Path, PathBuf};
 /// The SDK next to this host's sources, when kmirror was built from its repository.
 pub fn bundled_sdk() -> Option<PathBuf> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/sdk");
-    path.join("Cargo.toml").is_file().then(|| path.canonicalize().ok()).flatten()
+    path.join("Cargo.toml")
+        .is_file()
+        .then(|| path.canonicalize().ok())
+        .flatten()
 }
 
 /// Why a scaffold could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum ScaffoldError {
     /// The name is not a valid crate name.
-    #[error("invalid plugin name `{0}`: use lowercase letters, digits, `-` and `_`, starting with a letter")]
+    #[error(
+        "invalid plugin name `{0}`: use lowercase letters, digits, `-` and `_`, starting with a letter"
+    )]
     Name(String),
     /// The directory exists already.
     #[error("{0} already exists; choose another name or --dir")]
     Exists(PathBuf),
     /// The SDK could not be found.
-    #[error("cannot find the kmirror plugin SDK; pass --sdk PATH (the plugins/sdk directory of the kmirror repository)")]
+    #[error(
+        "cannot find the kmirror plugin SDK; pass --sdk PATH (the plugins/sdk directory of the kmirror repository)"
+    )]
     NoSdk,
     /// Writing failed.
     #[error("cannot write {path}: {source}")]
@@ -43,13 +50,20 @@ fn type_name(name: &str) -> String {
         .filter(|p| !p.is_empty())
         .map(|p| {
             let mut c = p.chars();
-            c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
         })
         .collect()
 }
 
 /// Writes the crate `dir/name` for `role`, depending on the SDK at `sdk`; returns its path.
-pub fn scaffold(name: &str, role: Role, dir: &Path, sdk: Option<&Path>) -> Result<PathBuf, ScaffoldError> {
+pub fn scaffold(
+    name: &str,
+    role: Role,
+    dir: &Path,
+    sdk: Option<&Path>,
+) -> Result<PathBuf, ScaffoldError> {
     if !valid_name(name) {
         return Err(ScaffoldError::Name(name.to_string()));
     }
@@ -70,7 +84,10 @@ pub fn scaffold(name: &str, role: Role, dir: &Path, sdk: Option<&Path>) -> Resul
     ];
     for (file, text) in files {
         let path = root.join(file);
-        let io = |source| ScaffoldError::Io { path: path.clone(), source };
+        let io = |source| ScaffoldError::Io {
+            path: path.clone(),
+            source,
+        };
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(io)?;
         }
@@ -122,7 +139,10 @@ fn lib_rs(name: &str, ty: &str, role: Role) -> String {
         Role::GroupFilter => GROUP_FILTER,
         Role::ConfigPropertyFilter => CONFIG_FILTER,
     };
-    format!("//! {name}: a kmirror {role} plugin.\n{}", body.replace("NAME", name).replace("Plugin", ty))
+    format!(
+        "//! {name}: a kmirror {role} plugin.\n{}",
+        body.replace("NAME", name).replace("Plugin", ty)
+    )
 }
 
 const POLICY: &str = r#"//!
@@ -321,11 +341,20 @@ mod tests {
     fn refuses_existing_dirs_and_bad_names() {
         let dir = tempfile::tempdir().unwrap();
         let sdk = bundled_sdk();
-        assert!(matches!(scaffold("Bad", Role::TopicFilter, dir.path(), sdk.as_deref()), Err(ScaffoldError::Name(_))));
+        assert!(matches!(
+            scaffold("Bad", Role::TopicFilter, dir.path(), sdk.as_deref()),
+            Err(ScaffoldError::Name(_))
+        ));
         let made = scaffold("ok", Role::TopicFilter, dir.path(), sdk.as_deref()).unwrap();
         assert!(made.join("src/lib.rs").is_file());
         let text = std::fs::read_to_string(made.join("src/lib.rs")).unwrap();
-        assert!(text.contains("pub struct Ok {") && text.contains("export_plugin!(topic_filter: Ok)"), "{text}");
-        assert!(matches!(scaffold("ok", Role::TopicFilter, dir.path(), sdk.as_deref()), Err(ScaffoldError::Exists(_))));
+        assert!(
+            text.contains("pub struct Ok {") && text.contains("export_plugin!(topic_filter: Ok)"),
+            "{text}"
+        );
+        assert!(matches!(
+            scaffold("ok", Role::TopicFilter, dir.path(), sdk.as_deref()),
+            Err(ScaffoldError::Exists(_))
+        ));
     }
 }

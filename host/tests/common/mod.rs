@@ -21,7 +21,10 @@ pub fn plugins_dir() -> PathBuf {
 /// The two builds of plugin `name`: (`wasm32-unknown-unknown` + wit-component, `wasm32-wasip2`).
 pub fn both_kinds(name: &str) -> [PathBuf; 2] {
     let dir = plugins_dir();
-    [dir.join(format!("{name}.wasm")), dir.join("wasip2").join(format!("{name}.wasm"))]
+    [
+        dir.join(format!("{name}.wasm")),
+        dir.join("wasip2").join(format!("{name}.wasm")),
+    ]
 }
 
 /// The `kmirror` binary under test.

@@ -15,15 +15,28 @@ pub struct ConfigFilter {
 
 impl Configure for ConfigFilter {
     fn configure(config: &Config) -> Result<Self, String> {
-        config.check_keys("default-config-filter", &["config.properties.exclude", USE_DEFAULTS_FROM_CONFIG])?;
-        let list = config.get("config.properties.exclude").unwrap_or(CONFIG_PROPERTIES_EXCLUDE_DEFAULT);
-        let exclude = PatternList::parse(list).map_err(|e| format!("`config.properties.exclude`: {e}"))?;
+        config.check_keys(
+            "default-config-filter",
+            &["config.properties.exclude", USE_DEFAULTS_FROM_CONFIG],
+        )?;
+        let list = config
+            .get("config.properties.exclude")
+            .unwrap_or(CONFIG_PROPERTIES_EXCLUDE_DEFAULT);
+        let exclude =
+            PatternList::parse(list).map_err(|e| format!("`config.properties.exclude`: {e}"))?;
         let defaults_from_source = match config.get(USE_DEFAULTS_FROM_CONFIG) {
             None | Some("target") => false,
             Some("source") => true,
-            Some(other) => return Err(format!("`{USE_DEFAULTS_FROM_CONFIG}` must be `source` or `target`, got `{other}`")),
+            Some(other) => {
+                return Err(format!(
+                    "`{USE_DEFAULTS_FROM_CONFIG}` must be `source` or `target`, got `{other}`"
+                ));
+            }
         };
-        Ok(ConfigFilter { exclude, defaults_from_source })
+        Ok(ConfigFilter {
+            exclude,
+            defaults_from_source,
+        })
     }
 }
 

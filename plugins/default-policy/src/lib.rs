@@ -16,7 +16,10 @@ impl Configure for DefaultPolicy {
         // The SDK's policy validates the keys and knows MM2's internal topic names.
         let internal_names = DefaultReplicationPolicy::configure(config)?;
         let separator = internal_names.separator().to_string();
-        Ok(DefaultPolicy { separator, internal_names })
+        Ok(DefaultPolicy {
+            separator,
+            internal_names,
+        })
     }
 }
 
@@ -34,7 +37,9 @@ impl ReplicationPolicy for DefaultPolicy {
 
     fn upstream_topic(&self, topic: &str) -> Option<String> {
         let source = self.topic_source(topic)?;
-        topic.get(source.len() + self.separator.len()..).map(str::to_string)
+        topic
+            .get(source.len() + self.separator.len()..)
+            .map(str::to_string)
     }
 
     fn offset_syncs_topic(&self, cluster_alias: &str) -> String {

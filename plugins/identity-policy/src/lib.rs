@@ -29,7 +29,10 @@ impl Configure for IdentityPolicy {
             .collect();
         let heartbeats = DefaultReplicationPolicy::configure(&rest)
             .map_err(|e| e.replace("default-policy", "identity-policy"))?;
-        Ok(IdentityPolicy { source_alias, heartbeats })
+        Ok(IdentityPolicy {
+            source_alias,
+            heartbeats,
+        })
     }
 }
 
@@ -83,7 +86,10 @@ mod tests {
         let cfg: Config = [("source.cluster.alias", "primary")].into_iter().collect();
         let p = IdentityPolicy::configure(&cfg).unwrap();
         assert_eq!(p.format_remote_topic("primary", "orders"), "orders");
-        assert_eq!(p.format_remote_topic("primary", "heartbeats"), "primary.heartbeats");
+        assert_eq!(
+            p.format_remote_topic("primary", "heartbeats"),
+            "primary.heartbeats"
+        );
         assert_eq!(p.topic_source("orders").as_deref(), Some("primary"));
         assert_eq!(p.original_topic("b.a.heartbeats"), "heartbeats");
         assert!(IdentityPolicy::configure(&[("x", "y")].into_iter().collect()).is_err());

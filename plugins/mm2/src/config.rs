@@ -31,11 +31,15 @@ impl Config {
     /// Fails with a message naming the first key that is not in `known` (and listing the
     /// known keys), so a typo in a key is an error rather than a silently ignored setting.
     pub fn check_keys(&self, role: &str, known: &[&str]) -> Result<(), String> {
-        match self.entries.iter().find(|(k, _)| !known.contains(&k.as_str())) {
+        match self
+            .entries
+            .iter()
+            .find(|(k, _)| !known.contains(&k.as_str()))
+        {
             None => Ok(()),
-            Some((key, _)) if known.is_empty() => {
-                Err(format!("unknown key `{key}` for {role}: it takes no configuration"))
-            }
+            Some((key, _)) if known.is_empty() => Err(format!(
+                "unknown key `{key}` for {role}: it takes no configuration"
+            )),
             Some((key, _)) => Err(format!(
                 "unknown key `{key}` for {role}; known keys: {}",
                 known.join(", ")
@@ -57,7 +61,10 @@ impl Config {
 impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Config {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         Config {
-            entries: iter.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            entries: iter
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
         }
     }
 }

@@ -10,7 +10,10 @@ pub trait TopicFilter {
 
     /// One answer per name, in order.
     fn should_replicate_topics(&self, topics: &[String]) -> Vec<bool> {
-        topics.iter().map(|t| self.should_replicate_topic(t)).collect()
+        topics
+            .iter()
+            .map(|t| self.should_replicate_topic(t))
+            .collect()
     }
 }
 
@@ -21,7 +24,10 @@ pub trait GroupFilter {
 
     /// One answer per name, in order.
     fn should_replicate_groups(&self, groups: &[String]) -> Vec<bool> {
-        groups.iter().map(|g| self.should_replicate_group(g)).collect()
+        groups
+            .iter()
+            .map(|g| self.should_replicate_group(g))
+            .collect()
     }
 }
 
@@ -76,7 +82,8 @@ impl IncludeExclude {
         (exclude_key, exclude_default): (&str, &str),
     ) -> Result<Self, String> {
         let list = |key: &str, default: &str| {
-            PatternList::parse(config.get(key).unwrap_or(default)).map_err(|e| format!("`{key}`: {e}"))
+            PatternList::parse(config.get(key).unwrap_or(default))
+                .map_err(|e| format!("`{key}`: {e}"))
         };
         Ok(IncludeExclude {
             include: list(include_key, include_default)?,
@@ -102,7 +109,10 @@ impl Default for DefaultTopicFilter {
 
 impl Configure for DefaultTopicFilter {
     fn configure(config: &Config) -> Result<Self, String> {
-        config.check_keys("default-topic-filter", &[TOPICS_CONFIG, TOPICS_EXCLUDE_CONFIG])?;
+        config.check_keys(
+            "default-topic-filter",
+            &[TOPICS_CONFIG, TOPICS_EXCLUDE_CONFIG],
+        )?;
         IncludeExclude::from_config(
             config,
             (TOPICS_CONFIG, TOPICS_DEFAULT),
@@ -130,7 +140,10 @@ impl Default for DefaultGroupFilter {
 
 impl Configure for DefaultGroupFilter {
     fn configure(config: &Config) -> Result<Self, String> {
-        config.check_keys("default-group-filter", &[GROUPS_CONFIG, GROUPS_EXCLUDE_CONFIG])?;
+        config.check_keys(
+            "default-group-filter",
+            &[GROUPS_CONFIG, GROUPS_EXCLUDE_CONFIG],
+        )?;
         IncludeExclude::from_config(
             config,
             (GROUPS_CONFIG, GROUPS_DEFAULT),
@@ -216,7 +229,14 @@ mod tests {
     #[test]
     fn default_topic_filter_follows_mm2() {
         let f = DefaultTopicFilter::default();
-        for t in ["orders", "a.b", "heartbeats", "us-west.orders", "internal", "replica"] {
+        for t in [
+            "orders",
+            "a.b",
+            "heartbeats",
+            "us-west.orders",
+            "internal",
+            "replica",
+        ] {
             assert!(f.should_replicate_topic(t), "{t} is mirrored");
         }
         for t in [
@@ -262,8 +282,11 @@ mod tests {
         for g in ["console-consumer-1234", "connect-mirror", "__consumer"] {
             assert!(!f.should_replicate_group(g), "{g}");
         }
-        let f = DefaultGroupFilter::configure(&cfg(&[("groups", "app-.*"), ("groups.exclude", "app-test")]))
-            .unwrap();
+        let f = DefaultGroupFilter::configure(&cfg(&[
+            ("groups", "app-.*"),
+            ("groups.exclude", "app-test"),
+        ]))
+        .unwrap();
         assert!(f.should_replicate_group("app-prod"));
         assert!(!f.should_replicate_group("app-test"));
         assert!(!f.should_replicate_group("other"));
@@ -282,7 +305,12 @@ mod tests {
         ] {
             assert!(!f.should_replicate_config_property(p), "{p}");
         }
-        for p in ["cleanup.policy", "retention.ms", "min.insync.replicasX", "segment.bytes"] {
+        for p in [
+            "cleanup.policy",
+            "retention.ms",
+            "min.insync.replicasX",
+            "segment.bytes",
+        ] {
             assert!(f.should_replicate_config_property(p), "{p}");
         }
         assert!(!f.should_replicate_source_default("retention.ms"));
@@ -302,7 +330,8 @@ mod tests {
         assert!(err.starts_with("`topics`"), "{err}");
         let err = DefaultGroupFilter::configure(&cfg(&[("topics", "x")])).unwrap_err();
         assert!(err.contains("unknown key `topics`"), "{err}");
-        let err = DefaultConfigPropertyFilter::configure(&cfg(&[("use.defaults.from", "x")])).unwrap_err();
+        let err = DefaultConfigPropertyFilter::configure(&cfg(&[("use.defaults.from", "x")]))
+            .unwrap_err();
         assert!(err.contains("use.defaults.from"), "{err}");
     }
 
@@ -310,6 +339,9 @@ mod tests {
     fn batch_equals_single() {
         let f = DefaultTopicFilter::default();
         let names: Vec<String> = ["a", "__b", "c.internal", "d"].map(String::from).to_vec();
-        assert_eq!(f.should_replicate_topics(&names), vec![true, false, false, true]);
+        assert_eq!(
+            f.should_replicate_topics(&names),
+            vec![true, false, false, true]
+        );
     }
 }

@@ -123,7 +123,8 @@ impl DefaultReplicationPolicy {
         if separator.is_empty() {
             return Err(format!("`{SEPARATOR_CONFIG}` must not be empty"));
         }
-        let internal_separator_enabled = config.get_bool(INTERNAL_SEPARATOR_ENABLED_CONFIG, true)?;
+        let internal_separator_enabled =
+            config.get_bool(INTERNAL_SEPARATOR_ENABLED_CONFIG, true)?;
         Ok(DefaultReplicationPolicy {
             separator,
             internal_separator_enabled,
@@ -143,7 +144,11 @@ impl DefaultReplicationPolicy {
     }
 
     fn checkpoints_suffix(&self) -> String {
-        format!("{}checkpoints{}", self.internal_separator(), self.internal_suffix())
+        format!(
+            "{}checkpoints{}",
+            self.internal_separator(),
+            self.internal_suffix()
+        )
     }
 }
 

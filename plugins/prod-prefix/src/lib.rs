@@ -57,9 +57,18 @@ mod tests {
     #[test]
     fn prefixes_and_reverses() {
         let p = ProdPrefix::configure(&Config::new()).unwrap();
-        assert_eq!(p.format_remote_topic("us-west", "orders"), "prod-us-west.orders");
-        assert_eq!(p.topic_source("prod-us-west.orders").as_deref(), Some("us-west"));
-        assert_eq!(p.upstream_topic("prod-us-west.orders.v2").as_deref(), Some("orders.v2"));
+        assert_eq!(
+            p.format_remote_topic("us-west", "orders"),
+            "prod-us-west.orders"
+        );
+        assert_eq!(
+            p.topic_source("prod-us-west.orders").as_deref(),
+            Some("us-west")
+        );
+        assert_eq!(
+            p.upstream_topic("prod-us-west.orders.v2").as_deref(),
+            Some("orders.v2")
+        );
         assert_eq!(p.topic_source("us-west.orders"), None);
         assert_eq!(p.original_topic("prod-b.prod-a.orders"), "orders");
         assert!(p.is_heartbeats_topic("prod-a.heartbeats"));

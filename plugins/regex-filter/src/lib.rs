@@ -21,9 +21,13 @@ impl RegexFilter {
         let known: Vec<&str> = keys.iter().map(|(k, _)| *k).collect();
         config.check_keys("regex-filter", &known)?;
         let list = |(key, default): (&str, &str)| {
-            PatternList::parse(config.get(key).unwrap_or(default)).map_err(|e| format!("`{key}`: {e}"))
+            PatternList::parse(config.get(key).unwrap_or(default))
+                .map_err(|e| format!("`{key}`: {e}"))
         };
-        Ok(RegexFilter { include: list(keys[0])?, exclude: list(keys[1])? })
+        Ok(RegexFilter {
+            include: list(keys[0])?,
+            exclude: list(keys[1])?,
+        })
     }
 
     fn accepts(&self, name: &str) -> bool {
@@ -36,8 +40,14 @@ pub struct Topics(RegexFilter);
 
 impl Configure for Topics {
     fn configure(config: &Config) -> Result<Self, String> {
-        RegexFilter::from_keys(config, [("topics", TOPICS_DEFAULT), ("topics.exclude", TOPICS_EXCLUDE_DEFAULT)])
-            .map(Topics)
+        RegexFilter::from_keys(
+            config,
+            [
+                ("topics", TOPICS_DEFAULT),
+                ("topics.exclude", TOPICS_EXCLUDE_DEFAULT),
+            ],
+        )
+        .map(Topics)
     }
 }
 
@@ -52,8 +62,14 @@ pub struct Groups(RegexFilter);
 
 impl Configure for Groups {
     fn configure(config: &Config) -> Result<Self, String> {
-        RegexFilter::from_keys(config, [("groups", GROUPS_DEFAULT), ("groups.exclude", GROUPS_EXCLUDE_DEFAULT)])
-            .map(Groups)
+        RegexFilter::from_keys(
+            config,
+            [
+                ("groups", GROUPS_DEFAULT),
+                ("groups.exclude", GROUPS_EXCLUDE_DEFAULT),
+            ],
+        )
+        .map(Groups)
     }
 }
 
@@ -74,11 +90,16 @@ mod tests {
         let t = Topics::configure(&Config::new()).unwrap();
         assert!(t.should_replicate_topic("orders"));
         assert!(!t.should_replicate_topic("__consumer_offsets"));
-        let cfg: Config = [("topics", "orders.*"), ("topics.exclude", ".*\\.tmp")].into_iter().collect();
+        let cfg: Config = [("topics", "orders.*"), ("topics.exclude", ".*\\.tmp")]
+            .into_iter()
+            .collect();
         let t = Topics::configure(&cfg).unwrap();
         assert!(t.should_replicate_topic("orders-eu") && !t.should_replicate_topic("orders.tmp"));
         let g = Groups::configure(&Config::new()).unwrap();
         assert!(!g.should_replicate_group("console-consumer-1") && g.should_replicate_group("app"));
-        assert!(Groups::configure(&cfg).is_err(), "topic keys are not group keys");
+        assert!(
+            Groups::configure(&cfg).is_err(),
+            "topic keys are not group keys"
+        );
     }
 }

@@ -20,10 +20,22 @@ struct Role {
 }
 
 const ROLES: [Role; 4] = [
-    Role { wit: "topic-filter", module: "topic_filter" },
-    Role { wit: "group-filter", module: "group_filter" },
-    Role { wit: "replication-policy", module: "replication_policy" },
-    Role { wit: "config-property-filter", module: "config_property_filter" },
+    Role {
+        wit: "topic-filter",
+        module: "topic_filter",
+    },
+    Role {
+        wit: "group-filter",
+        module: "group_filter",
+    },
+    Role {
+        wit: "replication-policy",
+        module: "replication_policy",
+    },
+    Role {
+        wit: "config-property-filter",
+        module: "config_property_filter",
+    },
 ];
 
 /// Exports a kmirror plugin component.
@@ -38,7 +50,10 @@ const ROLES: [Role; 4] = [
 pub fn export_plugin(input: TokenStream) -> TokenStream {
     match parse(input) {
         Ok(roles) => expand(&roles).parse().unwrap_or_else(|e| {
-            error(Span::call_site(), &format!("kmirror export_plugin!: internal expansion error: {e}"))
+            error(
+                Span::call_site(),
+                &format!("kmirror export_plugin!: internal expansion error: {e}"),
+            )
         }),
         Err((span, message)) => error(span, &message),
     }
@@ -49,12 +64,21 @@ fn parse(input: TokenStream) -> Result<Vec<(&'static Role, String)>, (Span, Stri
     let mut roles: Vec<(&'static Role, String)> = Vec::new();
     while let Some(tree) = tokens.next() {
         let TokenTree::Ident(ident) = tree else {
-            return Err((tree.span(), "expected a role name such as `topic_filter`".into()));
+            return Err((
+                tree.span(),
+                "expected a role name such as `topic_filter`".into(),
+            ));
         };
         let name = ident.to_string();
         let role = ROLES.iter().find(|r| r.module == name).ok_or_else(|| {
             let known: Vec<&str> = ROLES.iter().map(|r| r.module).collect();
-            (ident.span(), format!("unknown role `{name}`; expected one of: {}", known.join(", ")))
+            (
+                ident.span(),
+                format!(
+                    "unknown role `{name}`; expected one of: {}",
+                    known.join(", ")
+                ),
+            )
         })?;
         if roles.iter().any(|(r, _)| r.module == role.module) {
             return Err((ident.span(), format!("role `{name}` is exported twice")));
@@ -89,7 +113,10 @@ fn parse(input: TokenStream) -> Result<Vec<(&'static Role, String)>, (Span, Stri
         roles.push((role, ty));
     }
     if roles.is_empty() {
-        return Err((Span::call_site(), "name at least one role, e.g. `topic_filter: MyFilter`".into()));
+        return Err((
+            Span::call_site(),
+            "name at least one role, e.g. `topic_filter: MyFilter`".into(),
+        ));
     }
     Ok(roles)
 }
@@ -153,4 +180,3 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
         })
         .collect()
 }
-

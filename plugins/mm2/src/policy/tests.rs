@@ -38,7 +38,10 @@ fn default_topic_source_is_the_text_before_the_first_separator() {
 #[test]
 fn default_upstream_topic_strips_one_hop() {
     let p = default();
-    assert_eq!(p.upstream_topic("us-west.topic1").as_deref(), Some("topic1"));
+    assert_eq!(
+        p.upstream_topic("us-west.topic1").as_deref(),
+        Some("topic1")
+    );
     assert_eq!(p.upstream_topic("b.a.t").as_deref(), Some("a.t"));
     assert_eq!(p.upstream_topic("a..b").as_deref(), Some(".b"));
     assert_eq!(p.upstream_topic("topic1"), None);
@@ -57,8 +60,14 @@ fn original_topic_follows_every_hop() {
 fn internal_topic_names() {
     let p = default();
     assert_eq!(p.heartbeats_topic(), "heartbeats");
-    assert_eq!(p.offset_syncs_topic("backup"), "mm2-offset-syncs.backup.internal");
-    assert_eq!(p.checkpoints_topic("primary"), "primary.checkpoints.internal");
+    assert_eq!(
+        p.offset_syncs_topic("backup"),
+        "mm2-offset-syncs.backup.internal"
+    );
+    assert_eq!(
+        p.checkpoints_topic("primary"),
+        "primary.checkpoints.internal"
+    );
 
     let sep = DefaultReplicationPolicy::configure(&cfg(&[(SEPARATOR_CONFIG, "_")])).unwrap();
     assert_eq!(sep.offset_syncs_topic("b"), "mm2-offset-syncs_b_internal");
@@ -71,7 +80,10 @@ fn internal_topic_names() {
         (INTERNAL_SEPARATOR_ENABLED_CONFIG, "false"),
     ]))
     .unwrap();
-    assert_eq!(legacy.offset_syncs_topic("b"), "mm2-offset-syncs.b.internal");
+    assert_eq!(
+        legacy.offset_syncs_topic("b"),
+        "mm2-offset-syncs.b.internal"
+    );
     assert_eq!(legacy.checkpoints_topic("p"), "p.checkpoints.internal");
     assert_eq!(legacy.format_remote_topic("p", "t"), "p_t");
 }
@@ -90,7 +102,14 @@ fn internal_topic_predicates() {
     ] {
         assert!(p.is_internal_topic(t), "{t} is internal");
     }
-    for t in ["orders", "heartbeats", "a.b", "internal", "my_internal", "_single"] {
+    for t in [
+        "orders",
+        "heartbeats",
+        "a.b",
+        "internal",
+        "my_internal",
+        "_single",
+    ] {
         assert!(!p.is_internal_topic(t), "{t} is not internal");
     }
     assert!(p.is_heartbeats_topic("heartbeats"));
@@ -109,8 +128,9 @@ fn configuration_is_strict() {
     assert!(err.contains("`separator`"), "{err}");
     let err = DefaultReplicationPolicy::configure(&cfg(&[(SEPARATOR_CONFIG, "")])).unwrap_err();
     assert!(err.contains("must not be empty"), "{err}");
-    let err = DefaultReplicationPolicy::configure(&cfg(&[(INTERNAL_SEPARATOR_ENABLED_CONFIG, "1")]))
-        .unwrap_err();
+    let err =
+        DefaultReplicationPolicy::configure(&cfg(&[(INTERNAL_SEPARATOR_ENABLED_CONFIG, "1")]))
+            .unwrap_err();
     assert!(err.contains("true or false"), "{err}");
 }
 
@@ -119,16 +139,28 @@ fn identity_keeps_names_but_prefixes_heartbeats() {
     let p = IdentityReplicationPolicy::configure(&cfg(&[(SOURCE_CLUSTER_ALIAS_CONFIG, "primary")]))
         .unwrap();
     assert_eq!(p.format_remote_topic("primary", "orders"), "orders");
-    assert_eq!(p.format_remote_topic("primary", "heartbeats"), "primary.heartbeats");
+    assert_eq!(
+        p.format_remote_topic("primary", "heartbeats"),
+        "primary.heartbeats"
+    );
     assert_eq!(p.topic_source("orders").as_deref(), Some("primary"));
-    assert_eq!(p.topic_source("primary.heartbeats").as_deref(), Some("primary"));
+    assert_eq!(
+        p.topic_source("primary.heartbeats").as_deref(),
+        Some("primary")
+    );
     assert_eq!(p.topic_source("heartbeats"), None);
     assert_eq!(p.upstream_topic("orders").as_deref(), Some("orders"));
-    assert_eq!(p.upstream_topic("b.a.heartbeats").as_deref(), Some("a.heartbeats"));
+    assert_eq!(
+        p.upstream_topic("b.a.heartbeats").as_deref(),
+        Some("a.heartbeats")
+    );
     assert_eq!(p.original_topic("orders"), "orders");
     assert_eq!(p.original_topic("b.a.heartbeats"), "heartbeats");
     assert!(p.is_heartbeats_topic("b.a.heartbeats"));
-    assert_eq!(p.offset_syncs_topic("backup"), "mm2-offset-syncs.backup.internal");
+    assert_eq!(
+        p.offset_syncs_topic("backup"),
+        "mm2-offset-syncs.backup.internal"
+    );
 
     let unset = IdentityReplicationPolicy::configure(&Config::new()).unwrap();
     assert_eq!(unset.topic_source("orders"), None);

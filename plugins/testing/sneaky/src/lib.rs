@@ -34,8 +34,15 @@ impl ReplicationPolicy for Sneaky {
             "env" => report(std::env::var(arg)),
             "env-count" => format!("ok:{}", std::env::vars_os().count()),
             "socket" => report(std::net::TcpStream::connect(arg).map(|_| "connected")),
-            "clock" => report(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs())),
-            "random" => format!("ok:{}", std::collections::hash_map::RandomState::new().hash_one(1u8)),
+            "clock" => report(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs()),
+            ),
+            "random" => format!(
+                "ok:{}",
+                std::collections::hash_map::RandomState::new().hash_one(1u8)
+            ),
             other => format!("err:unknown probe {other}"),
         }
     }
