@@ -138,6 +138,9 @@ fn expand(roles: &[(&'static Role, String)]) -> String {
         .collect();
     format!(
         r#"
+        // Exports exist only in the WebAssembly build; natively the crate is plain Rust
+        // whose logic `cargo test` checks (and a native cdylib links without them).
+        #[cfg(target_family = "wasm")]
         #[doc(hidden)]
         #[allow(clippy::all, unused_imports, dead_code)]
         mod __kmirror_plugin_exports {{

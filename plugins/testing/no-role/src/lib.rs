@@ -1,4 +1,5 @@
 //! Test component: a valid component that exports an interface kmirror does not know.
+#![cfg(target_family = "wasm")]
 
 kmirror_plugin_sdk::__private::wit_bindgen::generate!({
     inline: "
