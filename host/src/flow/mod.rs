@@ -3,6 +3,7 @@
 //! - [`discovery`]: which topics are mirrored under which names, and the plan of target
 //!   changes from both clusters' snapshots (pure).
 //! - [`offset_syncs`]: when an OffsetSync is emitted (pure).
+//! - [`sync_store`]: offset translation from the syncs, exact where kmirror wrote them.
 //! - [`replicate`]: the data plane: records, progress, offset syncs.
 //! - [`heartbeat`]: heartbeat records.
 //! - [`supervisor`]: runs a flow: internal topics, the discovery loop, the replicator
@@ -13,6 +14,7 @@ pub mod heartbeat;
 pub mod offset_syncs;
 pub mod replicate;
 pub mod supervisor;
+pub mod sync_store;
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -1,38 +1,73 @@
-//! When to emit an OffsetSync, as a pure state machine (MM2's `OffsetSyncWriter` rules).
+//! When to emit an OffsetSync, as a pure state machine: MM2's rules, plus what exact
+//! translation needs.
 //!
 //! Per source partition (state `prev_up`, `prev_down`, `last_sync_down`, all starting at -1)
-//! a sync is emitted when any holds:
+//! a sync is emitted when any holds (MM2's `OffsetSyncWriter` rules):
 //! - no sync yet in this process lifetime;
 //! - `down - (last_sync_down + 1) >= offset_lag_max` (the translation would be too stale);
 //! - `up - prev_up != 1` (an upstream gap: compaction, transaction markers);
 //! - `down < prev_down` (the target topic was truncated or recreated);
-//! - `down - prev_down != 1` (a downstream gap) — not in MM2, but it keeps every break of
-//!   the 1:1 run of offsets visible, which exact translation needs; MM2 readers are unaffected.
 //!
-//! Otherwise the sync is kept as the partition's *delayed* sync, promoted to pending on
-//! each flush so an idle partition ends exact. Only the newest pending sync per partition
-//! matters; the caller sends at most a few at a time.
+//! and, beyond MM2, `down - prev_down != 1` (a downstream gap). Otherwise the sync is kept
+//! as the partition's *delayed* sync, queued on each flush so an idle partition ends exact.
+//!
+//! For exact translation every *run* (records contiguous in both upstream and downstream
+//! offsets) is delimited by syncs: at a break, the delayed sync of the run's last record is
+//! queued before the break's own sync, and break syncs are never coalesced (MM2 keeps only
+//! the newest pending sync; a non-break sync may still replace a queued non-break one).
+//! Each queued sync gets a [`SyncMarker`] — this process's session and a per-partition
+//! sequence number — written as a record header MM2 readers ignore. Two consecutive syncs
+//! with the same session and consecutive numbers bound one run or one break, so the store
+//! can translate exactly between them; a hole (a dropped or lost sync, a restart) makes it
+//! fall back to MM2's conservative rule.
 
 use crate::formats::OffsetSync;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A source partition.
 pub type TopicPartition = (String, i32);
+
+/// The record header carrying a [`SyncMarker`].
+pub const MARKER_HEADER: &str = "kmirror-sync";
+
+/// Queued syncs per partition at most; beyond it the oldest is dropped (a sequence hole).
+const MAX_QUEUED_PER_PARTITION: usize = 1024;
+
+/// Identifies a sync within a writer session: consecutive `seq` of one `session` have no
+/// sync missing between them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncMarker {
+    /// The writer's session (one per process start).
+    pub session: u64,
+    /// The per-partition sequence number.
+    pub seq: u64,
+}
+
+impl SyncMarker {
+    /// The header value: `<session hex>:<seq>`.
+    pub fn encode(&self) -> String {
+        format!("{:016x}:{}", self.session, self.seq)
+    }
+
+    /// Parses a header value.
+    pub fn decode(value: &[u8]) -> Option<SyncMarker> {
+        let text = std::str::from_utf8(value).ok()?;
+        let (session, seq) = text.split_once(':')?;
+        Some(SyncMarker { session: u64::from_str_radix(session, 16).ok()?, seq: seq.parse().ok()? })
+    }
+}
 
 #[derive(Debug, Clone, Copy)]
 struct PartitionState {
     prev_up: i64,
     prev_down: i64,
     last_sync_down: i64,
+    next_seq: u64,
 }
 
 impl Default for PartitionState {
     fn default() -> Self {
-        PartitionState {
-            prev_up: -1,
-            prev_down: -1,
-            last_sync_down: -1,
-        }
+        PartitionState { prev_up: -1, prev_down: -1, last_sync_down: -1, next_seq: 0 }
     }
 }
 
@@ -51,28 +86,47 @@ pub enum Trigger {
     DownstreamGap,
 }
 
+impl Trigger {
+    fn is_break(self) -> bool {
+        matches!(self, Trigger::UpstreamGap | Trigger::DownstreamRewind | Trigger::DownstreamGap)
+    }
+}
+
+#[derive(Debug)]
+struct Queued {
+    sync: OffsetSync,
+    marker: SyncMarker,
+    /// A later non-break sync of the same run may replace it.
+    coalescible: bool,
+}
+
 /// The sync-emission state of one flow.
 #[derive(Debug)]
 pub struct OffsetSyncWriter {
     lag_max: i64,
+    session: u64,
     partitions: HashMap<TopicPartition, PartitionState>,
-    pending: BTreeMap<TopicPartition, OffsetSync>,
+    queued: BTreeMap<TopicPartition, VecDeque<Queued>>,
     delayed: BTreeMap<TopicPartition, OffsetSync>,
+    dropped: u64,
 }
 
 impl OffsetSyncWriter {
-    /// A writer emitting at least every `offset_lag_max` records.
-    pub fn new(offset_lag_max: u64) -> Self {
+    /// A writer emitting at least every `offset_lag_max` records, marking its syncs with
+    /// `session` (unique per process start).
+    pub fn new(offset_lag_max: u64, session: u64) -> Self {
         OffsetSyncWriter {
             lag_max: i64::try_from(offset_lag_max).unwrap_or(i64::MAX).max(1),
+            session,
             partitions: HashMap::new(),
-            pending: BTreeMap::new(),
+            queued: BTreeMap::new(),
             delayed: BTreeMap::new(),
+            dropped: 0,
         }
     }
 
     /// Records that source `up` of `tp` was acked by the target at `down`. Returns the
-    /// trigger when a sync became pending, `None` when it was delayed.
+    /// trigger when a sync was queued, `None` when it was delayed.
     pub fn on_ack(&mut self, tp: &TopicPartition, up: i64, down: i64) -> Option<Trigger> {
         let state = self.partitions.entry(tp.clone()).or_default();
         let trigger = if state.last_sync_down == -1 {
@@ -90,143 +144,89 @@ impl OffsetSyncWriter {
         };
         state.prev_up = up;
         state.prev_down = down;
-        let sync = OffsetSync {
-            topic: tp.0.clone(),
-            partition: tp.1,
-            upstream: up,
-            downstream: down,
-        };
-        if trigger.is_some() {
-            state.last_sync_down = down;
-            self.delayed.remove(tp);
-            self.pending.insert(tp.clone(), sync);
-        } else {
-            self.delayed.insert(tp.clone(), sync);
+        let sync = OffsetSync { topic: tp.0.clone(), partition: tp.1, upstream: up, downstream: down };
+        match trigger {
+            None => {
+                self.delayed.insert(tp.clone(), sync);
+            }
+            Some(t) => {
+                state.last_sync_down = down;
+                let run_end = self.delayed.remove(tp);
+                if t.is_break() {
+                    if let Some(end) = run_end {
+                        self.queue(tp, end, false);
+                    }
+                }
+                self.queue(tp, sync, !t.is_break());
+            }
         }
         trigger
     }
 
-    /// Makes every delayed sync pending (on each flush interval).
-    pub fn promote_delayed(&mut self) {
-        // As in MM2, a promoted sync does not reset the lag count.
-        self.pending.append(&mut self.delayed);
+    fn queue(&mut self, tp: &TopicPartition, sync: OffsetSync, coalescible: bool) {
+        let queue = self.queued.entry(tp.clone()).or_default();
+        if let (true, Some(last)) = (coalescible, queue.back_mut()) {
+            if last.coalescible {
+                last.sync = sync;
+                return;
+            }
+        }
+        let state = self.partitions.entry(tp.clone()).or_default();
+        let marker = SyncMarker { session: self.session, seq: state.next_seq };
+        state.next_seq += 1;
+        queue.push_back(Queued { sync, marker, coalescible });
+        if queue.len() > MAX_QUEUED_PER_PARTITION {
+            queue.pop_front();
+            self.dropped += 1;
+        }
     }
 
-    /// Takes up to `max` pending syncs to send.
-    pub fn take_pending(&mut self, max: usize) -> Vec<OffsetSync> {
-        let keys: Vec<TopicPartition> = self.pending.keys().take(max).cloned().collect();
-        keys.into_iter()
-            .filter_map(|k| self.pending.remove(&k))
-            .collect()
+    /// Queues every delayed sync (on each flush interval). As in MM2, this does not reset
+    /// the lag count.
+    pub fn promote_delayed(&mut self) {
+        for (tp, sync) in std::mem::take(&mut self.delayed) {
+            self.queue(&tp, sync, true);
+        }
+    }
+
+    /// Takes up to `max` queued syncs to send, oldest first per partition.
+    pub fn take_pending(&mut self, max: usize) -> Vec<(OffsetSync, SyncMarker)> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let before = out.len();
+            for queue in self.queued.values_mut() {
+                if out.len() >= max {
+                    break;
+                }
+                if let Some(q) = queue.pop_front() {
+                    out.push((q.sync, q.marker));
+                }
+            }
+            if out.len() == before {
+                break;
+            }
+        }
+        self.queued.retain(|_, q| !q.is_empty());
+        out
     }
 
     /// Whether syncs are waiting to be sent.
     pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
+        !self.queued.is_empty()
+    }
+
+    /// Syncs dropped because a partition's queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
     }
 
     /// Forgets a partition (it is no longer replicated).
     pub fn forget(&mut self, tp: &TopicPartition) {
         self.partitions.remove(tp);
-        self.pending.remove(tp);
+        self.queued.remove(tp);
         self.delayed.remove(tp);
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tp() -> TopicPartition {
-        ("orders".to_string(), 0)
-    }
-
-    #[test]
-    fn first_record_emits() {
-        let mut w = OffsetSyncWriter::new(100);
-        assert_eq!(w.on_ack(&tp(), 5, 0), Some(Trigger::First));
-        let sent = w.take_pending(10);
-        assert_eq!(
-            sent,
-            vec![OffsetSync {
-                topic: "orders".into(),
-                partition: 0,
-                upstream: 5,
-                downstream: 0
-            }]
-        );
-        assert!(!w.has_pending());
-    }
-
-    #[test]
-    fn a_contiguous_run_is_delayed_until_lag_max() {
-        let mut w = OffsetSyncWriter::new(10);
-        w.on_ack(&tp(), 0, 0);
-        w.take_pending(10);
-        for i in 1..10 {
-            assert_eq!(w.on_ack(&tp(), i, i), None, "offset {i}");
-        }
-        // down - (last_sync_down + 1) = 10 - 1 = 9 < 10; at 11 it is 10.
-        assert_eq!(w.on_ack(&tp(), 10, 10), None);
-        assert_eq!(w.on_ack(&tp(), 11, 11), Some(Trigger::LagMax));
-        assert_eq!(w.take_pending(10)[0].upstream, 11);
-    }
-
-    #[test]
-    fn upstream_gaps_emit() {
-        let mut w = OffsetSyncWriter::new(100);
-        w.on_ack(&tp(), 0, 0);
-        assert_eq!(w.on_ack(&tp(), 1, 1), None);
-        assert_eq!(w.on_ack(&tp(), 3, 2), Some(Trigger::UpstreamGap));
-    }
-
-    #[test]
-    fn downstream_rewinds_and_gaps_emit() {
-        let mut w = OffsetSyncWriter::new(100);
-        w.on_ack(&tp(), 0, 10);
-        assert_eq!(w.on_ack(&tp(), 1, 3), Some(Trigger::DownstreamRewind));
-        assert_eq!(w.on_ack(&tp(), 2, 5), Some(Trigger::DownstreamGap));
-        assert_eq!(w.on_ack(&tp(), 3, 6), None);
-    }
-
-    #[test]
-    fn delayed_syncs_are_flushed_and_only_the_newest_counts() {
-        let mut w = OffsetSyncWriter::new(100);
-        let other = ("payments".to_string(), 2);
-        w.on_ack(&tp(), 0, 0);
-        w.on_ack(&other, 7, 0);
-        w.take_pending(10);
-        for i in 1..=5 {
-            w.on_ack(&tp(), i, i);
-        }
-        w.on_ack(&other, 8, 1);
-        assert!(!w.has_pending());
-        w.promote_delayed();
-        let mut sent = w.take_pending(10);
-        sent.sort_by_key(|s| s.topic.clone());
-        assert_eq!(sent.len(), 2);
-        assert_eq!((sent[0].upstream, sent[0].downstream), (5, 5));
-        assert_eq!((sent[1].upstream, sent[1].downstream), (8, 1));
-        // As in MM2, the lag still counts from the last triggered sync (at 0).
-        for i in 6..=100 {
-            assert_eq!(w.on_ack(&tp(), i, i), None, "{i}");
-        }
-        assert_eq!(w.on_ack(&tp(), 101, 101), Some(Trigger::LagMax));
-    }
-
-    #[test]
-    fn pending_is_bounded_per_call_and_newest_wins() {
-        let mut w = OffsetSyncWriter::new(1);
-        for i in 0..5 {
-            w.on_ack(&tp(), i, i);
-        }
-        let sent = w.take_pending(10);
-        assert_eq!(sent.len(), 1, "one pending sync per partition");
-        assert_eq!(sent[0].upstream, 4);
-        for p in 0..5 {
-            w.on_ack(&("t".to_string(), p), 0, 0);
-        }
-        assert_eq!(w.take_pending(3).len(), 3);
-        assert_eq!(w.take_pending(3).len(), 2);
-    }
-}
+mod tests;

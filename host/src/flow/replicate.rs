@@ -8,13 +8,13 @@
 //! bounded: at most `max_in_flight` records are unacknowledged, and a full producer queue
 //! pauses consumption. After each ack the offset-sync writer decides whether to emit.
 
-use super::offset_syncs::{OffsetSyncWriter, TopicPartition};
+use super::offset_syncs::{MARKER_HEADER, OffsetSyncWriter, TopicPartition};
 use crate::flow::FlowStats;
 use crate::kafka::Cluster;
 use futures::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::message::{BorrowedMessage, Header, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -127,7 +127,7 @@ pub async fn run(
     let producer = target.producer(&queue)?;
     let syncs_producer = syncs_cluster.producer(&[])?;
     let mut s = State {
-        writer: OffsetSyncWriter::new(settings.offset_lag_max),
+        writer: OffsetSyncWriter::new(settings.offset_lag_max, session_id()),
         settings,
         producer,
         syncs_producer,
@@ -176,6 +176,14 @@ pub async fn run(
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// A writer session id, different for every replicator start.
+fn session_id() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 40)
 }
 
 impl State {
@@ -319,12 +327,14 @@ impl State {
 
     fn send_syncs(&mut self) {
         let room = MAX_SYNCS_IN_FLIGHT.saturating_sub(self.syncs_in_flight.len());
-        for sync in self.writer.take_pending(room) {
-            let (key, value) = (sync.key(), sync.value());
+        for (sync, marker) in self.writer.take_pending(room) {
+            let (key, value, marker) = (sync.key(), sync.value(), marker.encode());
+            let headers = OwnedHeaders::new().insert(Header { key: MARKER_HEADER, value: Some(marker.as_bytes()) });
             let record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&self.settings.syncs_topic)
                 .partition(0)
                 .key(key.as_slice())
-                .payload(value.as_slice());
+                .payload(value.as_slice())
+                .headers(headers);
             match self.syncs_producer.send_result(record) {
                 Ok(delivery) => {
                     let stats = self.stats.clone();

@@ -1,0 +1,128 @@
+use super::*;
+
+fn tp() -> TopicPartition {
+    ("orders".to_string(), 0)
+}
+
+fn ups(sent: &[(OffsetSync, SyncMarker)]) -> Vec<(i64, i64)> {
+    sent.iter().map(|(s, _)| (s.upstream, s.downstream)).collect()
+}
+
+fn writer(lag: u64) -> OffsetSyncWriter {
+    OffsetSyncWriter::new(lag, 7)
+}
+
+#[test]
+fn first_record_emits() {
+    let mut w = writer(100);
+    assert_eq!(w.on_ack(&tp(), 5, 0), Some(Trigger::First));
+    let sent = w.take_pending(10);
+    assert_eq!(sent[0].0, OffsetSync { topic: "orders".into(), partition: 0, upstream: 5, downstream: 0 });
+    assert_eq!(sent[0].1, SyncMarker { session: 7, seq: 0 });
+    assert!(!w.has_pending());
+}
+
+#[test]
+fn a_contiguous_run_is_delayed_until_lag_max() {
+    let mut w = writer(10);
+    w.on_ack(&tp(), 0, 0);
+    w.take_pending(10);
+    for i in 1..=10 {
+        assert_eq!(w.on_ack(&tp(), i, i), None, "offset {i}");
+    }
+    // down - (last_sync_down + 1) = 11 - 1 = 10 >= 10
+    assert_eq!(w.on_ack(&tp(), 11, 11), Some(Trigger::LagMax));
+    assert_eq!(ups(&w.take_pending(10)), vec![(11, 11)]);
+}
+
+#[test]
+fn upstream_gaps_emit_the_run_end_and_the_break() {
+    let mut w = writer(100);
+    w.on_ack(&tp(), 0, 0);
+    assert_eq!(w.on_ack(&tp(), 1, 1), None);
+    assert_eq!(w.on_ack(&tp(), 2, 2), None);
+    assert_eq!(w.on_ack(&tp(), 5, 3), Some(Trigger::UpstreamGap));
+    let sent = w.take_pending(10);
+    assert_eq!(ups(&sent), vec![(0, 0), (2, 2), (5, 3)]);
+    let seqs: Vec<u64> = sent.iter().map(|(_, m)| m.seq).collect();
+    assert_eq!(seqs, vec![0, 1, 2]);
+}
+
+#[test]
+fn downstream_rewinds_and_gaps_emit() {
+    let mut w = writer(100);
+    w.on_ack(&tp(), 0, 10);
+    assert_eq!(w.on_ack(&tp(), 1, 3), Some(Trigger::DownstreamRewind));
+    assert_eq!(w.on_ack(&tp(), 2, 5), Some(Trigger::DownstreamGap));
+    assert_eq!(w.on_ack(&tp(), 3, 6), None);
+}
+
+#[test]
+fn delayed_syncs_are_flushed_and_lag_counts_from_the_last_trigger() {
+    let mut w = writer(100);
+    let other = ("payments".to_string(), 2);
+    w.on_ack(&tp(), 0, 0);
+    w.on_ack(&other, 7, 0);
+    w.take_pending(10);
+    for i in 1..=5 {
+        w.on_ack(&tp(), i, i);
+    }
+    w.on_ack(&other, 8, 1);
+    assert!(!w.has_pending());
+    w.promote_delayed();
+    let mut sent = ups(&w.take_pending(10));
+    sent.sort();
+    assert_eq!(sent, vec![(5, 5), (8, 1)]);
+    for i in 6..=100 {
+        assert_eq!(w.on_ack(&tp(), i, i), None, "{i}");
+    }
+    assert_eq!(w.on_ack(&tp(), 101, 101), Some(Trigger::LagMax));
+}
+
+#[test]
+fn non_break_syncs_coalesce_but_breaks_never_do() {
+    let mut w = writer(1);
+    for i in 0..5 {
+        w.on_ack(&tp(), i, i);
+    }
+    // First at 0 (coalescible) replaced by the LagMax syncs up to 4: one sync, seq 0.
+    assert_eq!(ups(&w.take_pending(10)), vec![(4, 4)]);
+    let mut w = writer(1000);
+    w.on_ack(&tp(), 0, 0);
+    w.on_ack(&tp(), 10, 1);
+    w.on_ack(&tp(), 20, 2);
+    w.on_ack(&tp(), 21, 3);
+    w.promote_delayed();
+    assert_eq!(ups(&w.take_pending(10)), vec![(0, 0), (10, 1), (20, 2), (21, 3)]);
+}
+
+#[test]
+fn pending_is_bounded_per_call_and_fair_across_partitions() {
+    let mut w = writer(100);
+    for p in 0..5 {
+        w.on_ack(&("t".to_string(), p), 0, 0);
+    }
+    assert_eq!(w.take_pending(3).len(), 3);
+    assert_eq!(w.take_pending(3).len(), 2);
+    assert!(!w.has_pending());
+}
+
+#[test]
+fn a_full_queue_drops_the_oldest_and_leaves_a_sequence_hole() {
+    let mut w = writer(100);
+    for i in 0..(MAX_QUEUED_PER_PARTITION as i64 + 10) {
+        w.on_ack(&tp(), i * 2, i); // every record is an upstream gap
+    }
+    assert!(w.dropped() > 0);
+    let sent = w.take_pending(usize::MAX);
+    assert_eq!(sent.len(), MAX_QUEUED_PER_PARTITION);
+    assert!(sent[0].1.seq > 0, "the oldest were dropped");
+}
+
+#[test]
+fn markers_round_trip() {
+    let m = SyncMarker { session: 0xdead_beef, seq: 42 };
+    assert_eq!(SyncMarker::decode(m.encode().as_bytes()), Some(m));
+    assert_eq!(SyncMarker::decode(b"nope"), None);
+    assert_eq!(SyncMarker::decode(b"zz:1"), None);
+}

@@ -1,0 +1,162 @@
+//! The offset-sync store: translates a source consumer group's offset into the target
+//! offset it corresponds to, from the offset syncs of a flow.
+//!
+//! Per partition it keeps the recent syncs densely (up to [`MAX_SYNCS_PER_PARTITION`]) and,
+//! as a fallback beyond that bound, MM2's 64 exponentially spaced slots ([`Mm2Syncs`]).
+//!
+//! `translate(g)`: the newest retained sync `a` with `a.up <= g`;
+//! - `g == a.up`: `a.down`;
+//! - the next sync `b` follows `a` in the same writer session with the next sequence number
+//!   (see [`SyncMarker`]), so no sync is missing between them: when `b.up - a.up ==
+//!   b.down - a.down` the records between are one contiguous run and the answer is
+//!   `a.down + (g - a.up)`; otherwise `a` ended its run and the first record at or after
+//!   `g` is `b`: `b.down`. Both are exact;
+//! - otherwise (no marker, as MM2 writes; a hole; the newest sync): MM2's rule
+//!   `a.down + 1`, which never skips a record;
+//! - no retained sync at or before `g`: MM2's slots, else no translation.
+//!
+//! An upstream rewind (a sync older than the newest) invalidates everything before it, as
+//! in MM2.
+
+use super::offset_syncs::SyncMarker;
+use crate::formats::OffsetSync;
+use std::collections::{HashMap, VecDeque};
+
+/// Syncs kept per partition for exact translation.
+pub const MAX_SYNCS_PER_PARTITION: usize = 4096;
+
+/// MM2's slot count.
+pub const MM2_SLOTS: usize = 64;
+
+/// MM2's offset-sync retention: 64 slots, slot `i` holding a sync whose upstream offset
+/// agrees with the newest one in all bits above bit `i` — so precision halves with each
+/// step away from the head. The reference model for tests, and the fallback here.
+#[derive(Debug, Clone)]
+pub struct Mm2Syncs {
+    slots: [(i64, i64); MM2_SLOTS],
+}
+
+impl Mm2Syncs {
+    /// A store holding only `(up, down)`.
+    pub fn new(up: i64, down: i64) -> Self {
+        Mm2Syncs { slots: [(up, down); MM2_SLOTS] }
+    }
+
+    /// Adds a sync. `read_to_end` is false while MM2 is still loading the topic at start,
+    /// when it keeps only the newest sync.
+    pub fn add(&mut self, up: i64, down: i64, read_to_end: bool) {
+        if !read_to_end || self.slots[0].0 > up {
+            self.slots = [(up, down); MM2_SLOTS];
+            return;
+        }
+        self.slots[0] = (up, down);
+        for i in 1..MM2_SLOTS {
+            let mask = i64::MAX << i;
+            if (self.slots[i].0 ^ up) & mask != 0 {
+                self.slots[i] = (up, down);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// MM2's translation: the newest slot with `up <= g` gives `down + (g == up ? 0 : 1)`;
+    /// none: `None`.
+    pub fn translate(&self, g: i64) -> Option<i64> {
+        let (up, down) = *self.slots.iter().find(|(up, _)| *up <= g)?;
+        Some(down + i64::from(g != up))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    up: i64,
+    down: i64,
+    marker: Option<SyncMarker>,
+}
+
+#[derive(Debug, Clone)]
+struct PartitionSyncs {
+    dense: VecDeque<Entry>,
+    mm2: Mm2Syncs,
+}
+
+fn consecutive(a: &Entry, b: &Entry) -> bool {
+    matches!((a.marker, b.marker), (Some(x), Some(y)) if x.session == y.session && y.seq == x.seq + 1)
+}
+
+impl PartitionSyncs {
+    fn add(&mut self, e: Entry) {
+        if self.dense.back().is_some_and(|last| last.up > e.up) {
+            self.dense.clear();
+        }
+        self.dense.push_back(e);
+        if self.dense.len() > MAX_SYNCS_PER_PARTITION {
+            self.dense.pop_front();
+        }
+        self.mm2.add(e.up, e.down, true);
+    }
+
+    fn translate(&self, g: i64) -> Option<i64> {
+        let idx = self.dense.partition_point(|e| e.up <= g);
+        if idx == 0 {
+            // Older than every retained sync: MM2's slots may still hold one.
+            return self.mm2.translate(g);
+        }
+        let a = &self.dense[idx - 1];
+        if a.up == g {
+            return Some(a.down);
+        }
+        match self.dense.get(idx) {
+            Some(b) if consecutive(a, b) => {
+                if b.up - a.up == b.down - a.down {
+                    Some(a.down + (g - a.up))
+                } else {
+                    Some(b.down)
+                }
+            }
+            _ => Some(a.down + 1),
+        }
+    }
+}
+
+/// Every partition's syncs of one flow.
+#[derive(Debug, Default, Clone)]
+pub struct OffsetSyncStore {
+    partitions: HashMap<(String, i32), PartitionSyncs>,
+}
+
+impl OffsetSyncStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one sync as read from the offset-syncs topic (with its marker header, if any).
+    pub fn add(&mut self, sync: &OffsetSync, marker: Option<SyncMarker>) {
+        let e = Entry { up: sync.upstream, down: sync.downstream, marker };
+        let key = (sync.topic.clone(), sync.partition);
+        match self.partitions.get_mut(&key) {
+            Some(p) => p.add(e),
+            None => {
+                let mut p = PartitionSyncs { dense: VecDeque::new(), mm2: Mm2Syncs::new(e.up, e.down) };
+                p.add(e);
+                self.partitions.insert(key, p);
+            }
+        }
+    }
+
+    /// The target offset for source offset `g` of `topic`/`partition`; `None` when no sync
+    /// at or before `g` is known.
+    pub fn translate(&self, topic: &str, partition: i32, g: i64) -> Option<i64> {
+        self.partitions.get(&(topic.to_string(), partition))?.translate(g)
+    }
+
+    /// How many partitions have syncs.
+    pub fn partitions(&self) -> usize {
+        self.partitions.len()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,209 @@
+//! The store against a brute-force model of what was mirrored, and against MM2's rule on
+//! the same syncs.
+
+use super::*;
+use crate::flow::offset_syncs::OffsetSyncWriter;
+use proptest::prelude::*;
+
+fn sync(up: i64, down: i64) -> OffsetSync {
+    OffsetSync { topic: "t".into(), partition: 0, upstream: up, downstream: down }
+}
+
+fn marked(session: u64, seq: u64) -> Option<SyncMarker> {
+    Some(SyncMarker { session, seq })
+}
+
+#[test]
+fn mm2_slots_keep_exponentially_spaced_syncs() {
+    let mut m = Mm2Syncs::new(0, 0);
+    for up in 1..=1000 {
+        m.add(up, up, true);
+    }
+    // Exact at the head, coarser further back, never past the truth.
+    assert_eq!(m.translate(1000), Some(1000));
+    assert_eq!(m.translate(1001), Some(1001));
+    for g in 0..=1000 {
+        let t = m.translate(g).unwrap();
+        assert!(t <= g + 1 && (t == g || t <= g), "g={g} t={t}");
+    }
+    assert!(m.translate(10).unwrap() < 10, "far from the head MM2 is imprecise");
+    // While loading, only the newest sync is kept.
+    let mut loading = Mm2Syncs::new(0, 0);
+    for up in 1..=10 {
+        loading.add(up, up, false);
+    }
+    assert_eq!(loading.translate(5), None);
+}
+
+#[test]
+fn exact_inside_runs_and_across_gaps() {
+    let mut s = OffsetSyncStore::new();
+    // Records 0..=9 -> 0..=9, upstream gap, 20..=29 -> 10..=19.
+    s.add(&sync(0, 0), marked(1, 0));
+    s.add(&sync(9, 9), marked(1, 1));
+    s.add(&sync(20, 10), marked(1, 2));
+    s.add(&sync(29, 19), marked(1, 3));
+    assert_eq!(s.translate("t", 0, 0), Some(0));
+    assert_eq!(s.translate("t", 0, 5), Some(5));
+    assert_eq!(s.translate("t", 0, 9), Some(9));
+    assert_eq!(s.translate("t", 0, 10), Some(10), "in the gap: the first record after it");
+    assert_eq!(s.translate("t", 0, 15), Some(10));
+    assert_eq!(s.translate("t", 0, 25), Some(15));
+    assert_eq!(s.translate("t", 0, 30), Some(20), "a group at the end");
+    assert_eq!(s.translate("t", 0, 500), Some(20));
+    assert_eq!(s.translate("t", 1, 5), None, "unknown partition");
+}
+
+#[test]
+fn unmarked_or_broken_streams_fall_back_to_mm2s_rule() {
+    let mut s = OffsetSyncStore::new();
+    s.add(&sync(0, 0), None);
+    s.add(&sync(100, 100), None);
+    assert_eq!(s.translate("t", 0, 50), Some(1), "MM2-written syncs: conservative");
+    let mut s = OffsetSyncStore::new();
+    s.add(&sync(0, 0), marked(1, 0));
+    s.add(&sync(100, 100), marked(1, 2));
+    assert_eq!(s.translate("t", 0, 50), Some(1), "a sequence hole: conservative");
+    let mut s = OffsetSyncStore::new();
+    s.add(&sync(0, 0), marked(1, 0));
+    s.add(&sync(100, 100), marked(2, 1));
+    assert_eq!(s.translate("t", 0, 50), Some(1), "another session: conservative");
+}
+
+#[test]
+fn rewinds_invalidate_older_syncs() {
+    let mut s = OffsetSyncStore::new();
+    s.add(&sync(100, 100), marked(1, 0));
+    s.add(&sync(200, 200), marked(1, 1));
+    s.add(&sync(50, 300), marked(2, 0));
+    assert_eq!(s.translate("t", 0, 150), Some(301));
+    assert_eq!(s.translate("t", 0, 40), None);
+}
+
+/// What a simulated mirror did: every copy of every source record, and the syncs that
+/// reached the topic.
+struct Mirrored {
+    /// (up, down) for every record written to the target, in order.
+    copies: Vec<(i64, i64)>,
+    /// Syncs as delivered.
+    syncs: Vec<(OffsetSync, SyncMarker)>,
+    next_down: i64,
+}
+
+#[derive(Debug, Clone)]
+struct Scenario {
+    upstream_steps: Vec<i64>,
+    downstream_gaps: Vec<i64>,
+    lag_max: u64,
+    flush_every: usize,
+    lose_every: usize,
+    restart_at: Option<(usize, usize)>,
+}
+
+fn scenario() -> impl Strategy<Value = Scenario> {
+    (
+        proptest::collection::vec(prop_oneof![8 => Just(1i64), 1 => 2i64..6], 1..300),
+        proptest::collection::vec(prop_oneof![12 => Just(0i64), 1 => 1i64..3], 300),
+        1u64..40,
+        1usize..60,
+        prop_oneof![3 => Just(0usize), 1 => 2usize..6],
+        proptest::option::of((0usize..300, 0usize..300)),
+    )
+        .prop_map(|(upstream_steps, downstream_gaps, lag_max, flush_every, lose_every, restart_at)| Scenario {
+            upstream_steps,
+            downstream_gaps,
+            lag_max,
+            flush_every,
+            lose_every,
+            restart_at,
+        })
+}
+
+fn simulate(sc: &Scenario) -> Mirrored {
+    let ups: Vec<i64> = sc.upstream_steps.iter().scan(-1i64, |acc, s| { *acc += s; Some(*acc) }).collect();
+    let mut m = Mirrored { copies: Vec::new(), syncs: Vec::new(), next_down: 0 };
+    let tp = ("t".to_string(), 0);
+    let mut writer = OffsetSyncWriter::new(sc.lag_max, 1);
+    let mut taken = 0usize;
+    let deliver = |w: &mut OffsetSyncWriter, m: &mut Mirrored, taken: &mut usize| {
+        for s in w.take_pending(usize::MAX) {
+            *taken += 1;
+            if sc.lose_every == 0 || *taken % sc.lose_every != 0 {
+                m.syncs.push(s);
+            }
+        }
+    };
+    let mut i = 0;
+    let mut restarted = false;
+    while i < ups.len() {
+        m.next_down += sc.downstream_gaps[i % sc.downstream_gaps.len()];
+        let down = m.next_down;
+        m.next_down += 1;
+        m.copies.push((ups[i], down));
+        writer.on_ack(&tp, ups[i], down);
+        if i % sc.flush_every == 0 {
+            writer.promote_delayed();
+            deliver(&mut writer, &mut m, &mut taken);
+        }
+        if let Some((at, back)) = sc.restart_at {
+            if i == at && !restarted {
+                // A crash: undelivered syncs are lost; the new process resumes from an
+                // earlier stored position and re-mirrors (duplicates downstream).
+                restarted = true;
+                writer = OffsetSyncWriter::new(sc.lag_max, 2);
+                i = i.saturating_sub(back % (i + 1));
+                continue;
+            }
+        }
+        i += 1;
+    }
+    writer.promote_delayed();
+    deliver(&mut writer, &mut m, &mut taken);
+    m
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn never_later_than_the_truth_never_earlier_than_mm2_and_exact_when_complete(sc in scenario()) {
+        let m = simulate(&sc);
+        let mut store = OffsetSyncStore::new();
+        let mut mm2: Option<Mm2Syncs> = None;
+        for (s, marker) in &m.syncs {
+            store.add(s, Some(*marker));
+            match mm2.as_mut() {
+                Some(x) => x.add(s.upstream, s.downstream, true),
+                None => mm2 = Some(Mm2Syncs::new(s.upstream, s.downstream)),
+            }
+        }
+        let complete = sc.lose_every == 0 && sc.restart_at.is_none_or(|(at, _)| at >= sc.upstream_steps.len());
+        let last_up = m.copies.iter().map(|c| c.0).max().unwrap_or(0);
+        let first_up = m.copies.first().map_or(0, |c| c.0);
+        for g in first_up..=last_up + 1 {
+            let got = store.translate("t", 0, g);
+            // No skip: every record at or after g has a copy at or after the translation.
+            if let Some(t) = got {
+                let mut ups_after: Vec<i64> = m.copies.iter().map(|c| c.0).filter(|u| *u >= g).collect();
+                ups_after.dedup();
+                for u in ups_after {
+                    let latest = m.copies.iter().filter(|c| c.0 == u).map(|c| c.1).max().unwrap_or(i64::MAX);
+                    prop_assert!(t <= latest, "g={g}: translated to {t}, but record {u} is at {latest} at most");
+                }
+                prop_assert!(t <= m.next_down, "g={g}: {t} is past the end {}", m.next_down);
+            }
+            if let Some(x) = mm2.as_ref().and_then(|x| x.translate(g)) {
+                prop_assert!(got.is_some_and(|t| t >= x), "g={g}: kmirror {got:?} is earlier than MM2 {x}");
+            }
+            if complete {
+                // Exact: nothing skipped (checked above) and nothing re-read — no record
+                // between the translation and the first record at or after g. (An offset
+                // inside a downstream gap holds no record, so it reads the same as the next.)
+                let truth = m.copies.iter().find(|c| c.0 >= g).map_or(m.next_down, |c| c.1);
+                let t = got.unwrap_or(-1);
+                let reread = m.copies.iter().filter(|c| c.1 >= t && c.1 < truth).count();
+                prop_assert!(t >= 0 && reread == 0, "g={}: translated to {:?}, truth {}, {} re-read", g, got, truth, reread);
+            }
+        }
+    }
+}
