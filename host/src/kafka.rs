@@ -8,9 +8,10 @@ use rdkafka::admin::{
     AdminClient, AdminOptions, NewPartitions, NewTopic, ResourceSpecifier, TopicReplication,
 };
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::StreamConsumer;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::FutureProducer;
+use rdkafka::{Offset, TopicPartitionList};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +36,30 @@ pub struct TopicConfigEntry {
     pub value: String,
     /// Whether it is the broker's default.
     pub is_default: bool,
+}
+
+/// A consumer group as the broker lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupInfo {
+    /// The group id.
+    pub name: String,
+    /// The broker's state name (`Empty`, `Stable`, ...).
+    pub state: String,
+    /// How many members it has.
+    pub members: usize,
+}
+
+/// A committed offset of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The committed offset.
+    pub offset: i64,
+    /// Its metadata.
+    pub metadata: String,
 }
 
 /// A topic to create.
@@ -229,6 +254,139 @@ impl Cluster {
             }
         }
         Ok(entries)
+    }
+
+    /// Every consumer group of the cluster.
+    pub async fn groups(&self) -> Result<Vec<GroupInfo>, KafkaError> {
+        self.group_list(None).await
+    }
+
+    /// One group, `None` if the cluster does not know it.
+    pub async fn group(&self, name: &str) -> Result<Option<GroupInfo>, KafkaError> {
+        Ok(self
+            .group_list(Some(name))
+            .await?
+            .into_iter()
+            .find(|g| g.name == name && g.state != "Dead"))
+    }
+
+    async fn group_list(&self, name: Option<&str>) -> Result<Vec<GroupInfo>, KafkaError> {
+        let admin = self.admin.clone();
+        let name = name.map(str::to_string);
+        let list = tokio::task::spawn_blocking(move || {
+            admin
+                .inner()
+                .fetch_group_list(name.as_deref(), REQUEST_TIMEOUT)
+                .map(|l| {
+                    l.groups()
+                        .iter()
+                        .map(|g| GroupInfo {
+                            name: g.name().to_string(),
+                            state: g.state().to_string(),
+                            members: g.members().len(),
+                        })
+                        .collect::<Vec<_>>()
+                })
+        })
+        .await
+        .map_err(|e| self.error("list consumer groups", e))?;
+        list.map_err(|e| self.error("list consumer groups", e))
+    }
+
+    /// A client acting for consumer group `group` (to read or write its committed offsets;
+    /// it never joins the group).
+    pub fn group_client(&self, group: &str) -> Result<Arc<BaseConsumer>, KafkaError> {
+        let mut config = self.config.clone();
+        config
+            .set("group.id", group)
+            .set("enable.auto.commit", "false");
+        config
+            .create()
+            .map(Arc::new)
+            .map_err(|e| self.error(format!("create a client for group {group}"), e))
+    }
+
+    /// `group`'s committed offsets for `partitions` (partitions without one are left out).
+    pub async fn committed(
+        &self,
+        client: &Arc<BaseConsumer>,
+        group: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<Committed>, KafkaError> {
+        let mut tpl = TopicPartitionList::new();
+        for (t, p) in partitions {
+            tpl.add_partition(t, *p);
+        }
+        let client = client.clone();
+        let result =
+            tokio::task::spawn_blocking(move || client.committed_offsets(tpl, REQUEST_TIMEOUT))
+                .await
+                .map_err(|e| self.error(format!("read committed offsets of group {group}"), e))?
+                .map_err(|e| self.error(format!("read committed offsets of group {group}"), e))?;
+        Ok(result
+            .elements()
+            .iter()
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(o) if o >= 0 => Some(Committed {
+                    topic: e.topic().to_string(),
+                    partition: e.partition(),
+                    offset: o,
+                    metadata: e.metadata().to_string(),
+                }),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Commits `offsets` (topic, partition, offset) for `group`. Kafka refuses it while the
+    /// group has members.
+    pub async fn commit(
+        &self,
+        client: &Arc<BaseConsumer>,
+        group: &str,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<(), KafkaError> {
+        let mut tpl = TopicPartitionList::new();
+        for (t, p, o) in offsets {
+            tpl.add_partition_offset(t, *p, Offset::Offset(*o))
+                .map_err(|e| self.error("commit", e))?;
+        }
+        let client = client.clone();
+        tokio::task::spawn_blocking(move || client.commit(&tpl, CommitMode::Sync))
+            .await
+            .map_err(|e| self.error(format!("commit offsets of group {group}"), e))?
+            .map_err(|e| self.error(format!("commit offsets of group {group}"), e))
+    }
+
+    /// A consumer reading `topic` partition 0 from the beginning, outside any group, and
+    /// the topic's end offset when it started.
+    pub async fn reader(&self, topic: &str) -> Result<(StreamConsumer, i64), KafkaError> {
+        let mut config = self.config.clone();
+        config
+            .set("group.id", format!("kmirror-reader-{topic}"))
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "false");
+        let consumer: StreamConsumer = config
+            .create()
+            .map_err(|e| self.error(format!("read {topic}"), e))?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Beginning)
+            .map_err(|e| self.error(format!("read {topic}"), e))?;
+        consumer
+            .assign(&tpl)
+            .map_err(|e| self.error(format!("read {topic}"), e))?;
+        let t = topic.to_string();
+        let (consumer, high) = tokio::task::spawn_blocking(move || {
+            let high = consumer
+                .fetch_watermarks(&t, 0, REQUEST_TIMEOUT)
+                .map(|(_, h)| h);
+            (consumer, high)
+        })
+        .await
+        .map_err(|e| self.error(format!("end offset of {topic}"), e))?;
+        let high = high.map_err(|e| self.error(format!("end offset of {topic}"), e))?;
+        Ok((consumer, high))
     }
 
     /// Creates a single-partition compacted internal topic if it does not exist.

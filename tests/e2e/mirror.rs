@@ -285,9 +285,17 @@ fn status_reports_mirrored_topics_and_syncs_can_live_on_the_target() {
     src.create_topic("orders", 2);
     produce_ids(&src, "orders", 2, 0, 3);
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
     let addr = format!("127.0.0.1:{port}");
-    let config = write_config(dir.path(), &primary.addr, &backup.addr, "offset_syncs_topic_location = \"target\"");
+    let config = write_config(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        "offset_syncs_topic_location = \"target\"",
+    );
     let text = std::fs::read_to_string(&config).expect("config");
     std::fs::write(&config, format!("[status]\nlisten = \"{addr}\"\n\n{text}")).expect("config");
     let mut kmirror = Kmirror::start(&config, &dir.path().join("kmirror.log"));
@@ -299,16 +307,35 @@ fn status_reports_mirrored_topics_and_syncs_can_live_on_the_target() {
     let flow = &status["flows"][0];
     assert_eq!(flow["flow"], "primary->backup");
     assert_eq!(flow["state"], "running");
-    assert_eq!(flow["mirrored"]["orders"], serde_json::json!(["primary.orders", 2]));
-    assert_eq!(flow["mirrored"]["keep"], serde_json::json!(["primary.keep", 1]));
+    assert_eq!(
+        flow["mirrored"]["orders"],
+        serde_json::json!(["primary.orders", 2])
+    );
+    assert_eq!(
+        flow["mirrored"]["keep"],
+        serde_json::json!(["primary.keep", 1])
+    );
     let (code, health) = http_get(&addr, "/health").expect("health");
     assert_eq!((code, &health["healthy"]), (200, &serde_json::json!(true)));
-    wait_for("records counted", T, || (http_get(&addr, "/status")?.1["flows"][0]["records"].as_u64()? >= 6).then_some(()));
+    wait_for("records counted", T, || {
+        (http_get(&addr, "/status")?.1["flows"][0]["records"].as_u64()? >= 6).then_some(())
+    });
 
     // Offset syncs on the target, as configured.
-    assert!(wait_for("syncs on the target", T, || dst.partitions("mm2-offset-syncs.backup.internal")) == 1);
-    assert!(!src.topics().contains_key("mm2-offset-syncs.backup.internal"));
+    assert!(
+        wait_for("syncs on the target", T, || dst
+            .partitions("mm2-offset-syncs.backup.internal"))
+            == 1
+    );
+    assert!(
+        !src.topics()
+            .contains_key("mm2-offset-syncs.backup.internal")
+    );
 
-    assert!(kmirror.running(), "the flow survives; log:\n{}", kmirror.logs());
+    assert!(
+        kmirror.running(),
+        "the flow survives; log:\n{}",
+        kmirror.logs()
+    );
     assert_eq!(kmirror.stop(), Some(0), "log:\n{}", kmirror.logs());
 }

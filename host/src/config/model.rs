@@ -156,6 +156,22 @@ pub struct FlowConfig {
     /// Whether topic configs are copied to created topics.
     #[serde(default = "default_true")]
     pub sync_topic_configs: bool,
+    /// Whether checkpoints are emitted.
+    #[serde(default = "default_true")]
+    pub emit_checkpoints_enabled: bool,
+    /// How often checkpoints are emitted (the first pass once the offset syncs are read).
+    #[serde(default = "default_five_seconds", with = "humantime_serde")]
+    pub emit_checkpoints_interval: Duration,
+    /// How often source consumer groups are listed.
+    #[serde(default = "default_five_seconds", with = "humantime_serde")]
+    pub refresh_groups_interval: Duration,
+    /// Whether translated offsets are committed to idle target groups (MM2's
+    /// `sync.group.offsets.enabled`, off by default as in MM2).
+    #[serde(default)]
+    pub sync_group_offsets: bool,
+    /// How often group offsets are synced.
+    #[serde(default = "default_five_seconds", with = "humantime_serde")]
+    pub sync_group_offsets_interval: Duration,
 }
 
 fn default_plugins_dir() -> PathBuf {
@@ -178,6 +194,9 @@ fn default_true() -> bool {
 }
 fn default_heartbeats_interval() -> Duration {
     Duration::from_secs(1)
+}
+fn default_five_seconds() -> Duration {
+    Duration::from_secs(5)
 }
 fn default_flush_interval() -> Duration {
     Duration::from_secs(1)

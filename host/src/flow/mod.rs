@@ -1,5 +1,7 @@
 //! One source -> target flow: each loop a file, its decisions pure functions beside it.
 //!
+//! - [`checkpoint`]: checkpoint naming, emission and group-offset-sync decisions (pure).
+//! - [`checkpointer`]: the offset-sync reader, checkpoint emission and group offset sync.
 //! - [`discovery`]: which topics are mirrored under which names, and the plan of target
 //!   changes from both clusters' snapshots (pure).
 //! - [`offset_syncs`]: when an OffsetSync is emitted (pure).
@@ -9,6 +11,8 @@
 //! - [`supervisor`]: runs a flow: internal topics, the discovery loop, the replicator
 //!   (restarted from stored progress after a failure) and heartbeats.
 
+pub mod checkpoint;
+pub mod checkpointer;
 pub mod discovery;
 pub mod heartbeat;
 pub mod offset_syncs;
@@ -34,6 +38,14 @@ pub struct FlowStats {
     pub syncs: AtomicU64,
     /// Heartbeats written.
     pub heartbeats: AtomicU64,
+    /// Checkpoints emitted.
+    pub checkpoints: AtomicU64,
+    /// Group offset syncs committed to the target.
+    pub group_syncs: AtomicU64,
+    /// Group offset syncs skipped because the target group was active.
+    pub active_groups_skipped: AtomicU64,
+    /// Malformed records skipped on the offset-syncs topic.
+    pub malformed_syncs: AtomicU64,
     /// Errors seen.
     pub errors: AtomicU64,
     /// What the last discovery pass found.
@@ -93,6 +105,10 @@ impl FlowStats {
             "bytes": self.bytes.load(Ordering::Relaxed),
             "offset_syncs": self.syncs.load(Ordering::Relaxed),
             "heartbeats": self.heartbeats.load(Ordering::Relaxed),
+            "checkpoints": self.checkpoints.load(Ordering::Relaxed),
+            "group_offset_syncs": self.group_syncs.load(Ordering::Relaxed),
+            "active_target_groups_skipped": self.active_groups_skipped.load(Ordering::Relaxed),
+            "malformed_offset_syncs": self.malformed_syncs.load(Ordering::Relaxed),
             "errors": self.errors.load(Ordering::Relaxed),
         })
     }

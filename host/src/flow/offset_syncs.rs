@@ -53,7 +53,10 @@ impl SyncMarker {
     pub fn decode(value: &[u8]) -> Option<SyncMarker> {
         let text = std::str::from_utf8(value).ok()?;
         let (session, seq) = text.split_once(':')?;
-        Some(SyncMarker { session: u64::from_str_radix(session, 16).ok()?, seq: seq.parse().ok()? })
+        Some(SyncMarker {
+            session: u64::from_str_radix(session, 16).ok()?,
+            seq: seq.parse().ok()?,
+        })
     }
 }
 
@@ -67,7 +70,12 @@ struct PartitionState {
 
 impl Default for PartitionState {
     fn default() -> Self {
-        PartitionState { prev_up: -1, prev_down: -1, last_sync_down: -1, next_seq: 0 }
+        PartitionState {
+            prev_up: -1,
+            prev_down: -1,
+            last_sync_down: -1,
+            next_seq: 0,
+        }
     }
 }
 
@@ -88,7 +96,10 @@ pub enum Trigger {
 
 impl Trigger {
     fn is_break(self) -> bool {
-        matches!(self, Trigger::UpstreamGap | Trigger::DownstreamRewind | Trigger::DownstreamGap)
+        matches!(
+            self,
+            Trigger::UpstreamGap | Trigger::DownstreamRewind | Trigger::DownstreamGap
+        )
     }
 }
 
@@ -144,7 +155,12 @@ impl OffsetSyncWriter {
         };
         state.prev_up = up;
         state.prev_down = down;
-        let sync = OffsetSync { topic: tp.0.clone(), partition: tp.1, upstream: up, downstream: down };
+        let sync = OffsetSync {
+            topic: tp.0.clone(),
+            partition: tp.1,
+            upstream: up,
+            downstream: down,
+        };
         match trigger {
             None => {
                 self.delayed.insert(tp.clone(), sync);
@@ -172,9 +188,16 @@ impl OffsetSyncWriter {
             }
         }
         let state = self.partitions.entry(tp.clone()).or_default();
-        let marker = SyncMarker { session: self.session, seq: state.next_seq };
+        let marker = SyncMarker {
+            session: self.session,
+            seq: state.next_seq,
+        };
         state.next_seq += 1;
-        queue.push_back(Queued { sync, marker, coalescible });
+        queue.push_back(Queued {
+            sync,
+            marker,
+            coalescible,
+        });
         if queue.len() > MAX_QUEUED_PER_PARTITION {
             queue.pop_front();
             self.dropped += 1;

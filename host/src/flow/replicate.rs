@@ -329,7 +329,10 @@ impl State {
         let room = MAX_SYNCS_IN_FLIGHT.saturating_sub(self.syncs_in_flight.len());
         for (sync, marker) in self.writer.take_pending(room) {
             let (key, value, marker) = (sync.key(), sync.value(), marker.encode());
-            let headers = OwnedHeaders::new().insert(Header { key: MARKER_HEADER, value: Some(marker.as_bytes()) });
+            let headers = OwnedHeaders::new().insert(Header {
+                key: MARKER_HEADER,
+                value: Some(marker.as_bytes()),
+            });
             let record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&self.settings.syncs_topic)
                 .partition(0)
                 .key(key.as_slice())

@@ -4,13 +4,16 @@
 //! a failure) and emits heartbeats, until shutdown.
 
 use super::FlowStats;
+use super::checkpointer::{self, CheckpointSettings, SharedStore};
 use super::discovery::{self, Action, Decision, Problem};
 use super::replicate::{self, Assignment, ReplicatorSettings};
 use crate::config::validate::ResolvedFlow;
 use crate::config::{StartOffset, SyncsLocation};
 use crate::kafka::{Cluster, KafkaError, TopicSpec};
 use crate::plugin::PluginError;
-use crate::policy::{ConfigPropertyFilter, ReplicationPolicy, RoleHandle, TopicFilter};
+use crate::policy::{
+    ConfigPropertyFilter, GroupFilter, ReplicationPolicy, RoleHandle, TopicFilter,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +48,7 @@ pub fn progress_group(source: &str, target: &str) -> String {
 
 struct Roles {
     filter: Arc<dyn TopicFilter>,
+    groups: Arc<dyn GroupFilter>,
     policy: Arc<dyn ReplicationPolicy>,
     configs: Arc<dyn ConfigPropertyFilter>,
 }
@@ -52,15 +56,18 @@ struct Roles {
 fn roles(flow: &ResolvedFlow) -> Option<Roles> {
     match (
         &flow.topic_filter.handle,
+        &flow.group_filter.handle,
         &flow.replication_policy.handle,
         &flow.config_property_filter.handle,
     ) {
         (
             RoleHandle::TopicFilter(f),
+            RoleHandle::GroupFilter(g),
             RoleHandle::ReplicationPolicy(p),
             RoleHandle::ConfigPropertyFilter(c),
         ) => Some(Roles {
             filter: f.clone(),
+            groups: g.clone(),
             policy: p.clone(),
             configs: c.clone(),
         }),
@@ -131,10 +138,12 @@ pub async fn run(
         source,
     };
     let (policy, target_alias) = (roles.policy.clone(), flow.target.alias.clone());
-    let (syncs_topic, heartbeats_topic) = blocking(move || {
+    let source_alias = flow.source.alias.clone();
+    let (syncs_topic, heartbeats_topic, checkpoints_topic) = blocking(move || {
         Ok((
             policy.offset_syncs_topic(&target_alias)?,
             policy.heartbeats_topic()?,
+            policy.checkpoints_topic(&source_alias)?,
         ))
     })
     .await
@@ -150,6 +159,50 @@ pub async fn run(
     }
 
     let (assign_tx, assign_rx) = watch::channel(Assignment::new());
+    let checkpoints = flow.settings.emit_checkpoints_enabled.then(|| {
+        let shared = Arc::new(SharedStore::default());
+        let reader = tokio::spawn(checkpointer::read_syncs(
+            syncs_cluster.clone(),
+            syncs_topic.clone(),
+            shared.clone(),
+            stats.clone(),
+            shutdown.clone(),
+        ));
+        let settings = CheckpointSettings {
+            source_alias: flow.source.alias.clone(),
+            target_alias: flow.target.alias.clone(),
+            checkpoints_topic: checkpoints_topic.clone(),
+            emit_interval: flow.settings.emit_checkpoints_interval,
+            refresh_groups_interval: flow.settings.refresh_groups_interval,
+            sync_group_offsets: flow
+                .settings
+                .sync_group_offsets
+                .then_some(flow.settings.sync_group_offsets_interval),
+        };
+        let (source, target, stats, shutdown) = (
+            source.clone(),
+            target.clone(),
+            stats.clone(),
+            shutdown.clone(),
+        );
+        let (groups, policy, assignment) = (
+            roles.groups.clone(),
+            roles.policy.clone(),
+            assign_rx.clone(),
+        );
+        let emitter = tokio::spawn(async move {
+            let ready = retry("create the checkpoints topic", &stats, &shutdown, || {
+                target.ensure_internal_topic(&checkpoints_topic, rf)
+            });
+            if ready.await.is_some() {
+                checkpointer::run(
+                    source, target, settings, groups, policy, shared, assignment, stats, shutdown,
+                )
+                .await;
+            }
+        });
+        (reader, emitter)
+    });
     let settings = ReplicatorSettings {
         flow: name.clone(),
         progress_group: progress_group(&flow.source.alias, &flow.target.alias),
@@ -239,6 +292,10 @@ pub async fn run(
         }
     }
     let _ = replicator.await;
+    if let Some((reader, emitter)) = checkpoints {
+        let _ = reader.await;
+        let _ = emitter.await;
+    }
     if let Some(h) = heartbeats {
         let _ = h.await;
     }

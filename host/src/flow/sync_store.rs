@@ -39,7 +39,9 @@ pub struct Mm2Syncs {
 impl Mm2Syncs {
     /// A store holding only `(up, down)`.
     pub fn new(up: i64, down: i64) -> Self {
-        Mm2Syncs { slots: [(up, down); MM2_SLOTS] }
+        Mm2Syncs {
+            slots: [(up, down); MM2_SLOTS],
+        }
     }
 
     /// Adds a sync. `read_to_end` is false while MM2 is still loading the topic at start,
@@ -134,12 +136,19 @@ impl OffsetSyncStore {
 
     /// Adds one sync as read from the offset-syncs topic (with its marker header, if any).
     pub fn add(&mut self, sync: &OffsetSync, marker: Option<SyncMarker>) {
-        let e = Entry { up: sync.upstream, down: sync.downstream, marker };
+        let e = Entry {
+            up: sync.upstream,
+            down: sync.downstream,
+            marker,
+        };
         let key = (sync.topic.clone(), sync.partition);
         match self.partitions.get_mut(&key) {
             Some(p) => p.add(e),
             None => {
-                let mut p = PartitionSyncs { dense: VecDeque::new(), mm2: Mm2Syncs::new(e.up, e.down) };
+                let mut p = PartitionSyncs {
+                    dense: VecDeque::new(),
+                    mm2: Mm2Syncs::new(e.up, e.down),
+                };
                 p.add(e);
                 self.partitions.insert(key, p);
             }
@@ -149,7 +158,9 @@ impl OffsetSyncStore {
     /// The target offset for source offset `g` of `topic`/`partition`; `None` when no sync
     /// at or before `g` is known.
     pub fn translate(&self, topic: &str, partition: i32, g: i64) -> Option<i64> {
-        self.partitions.get(&(topic.to_string(), partition))?.translate(g)
+        self.partitions
+            .get(&(topic.to_string(), partition))?
+            .translate(g)
     }
 
     /// How many partitions have syncs.

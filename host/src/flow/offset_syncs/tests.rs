@@ -5,7 +5,9 @@ fn tp() -> TopicPartition {
 }
 
 fn ups(sent: &[(OffsetSync, SyncMarker)]) -> Vec<(i64, i64)> {
-    sent.iter().map(|(s, _)| (s.upstream, s.downstream)).collect()
+    sent.iter()
+        .map(|(s, _)| (s.upstream, s.downstream))
+        .collect()
 }
 
 fn writer(lag: u64) -> OffsetSyncWriter {
@@ -17,7 +19,15 @@ fn first_record_emits() {
     let mut w = writer(100);
     assert_eq!(w.on_ack(&tp(), 5, 0), Some(Trigger::First));
     let sent = w.take_pending(10);
-    assert_eq!(sent[0].0, OffsetSync { topic: "orders".into(), partition: 0, upstream: 5, downstream: 0 });
+    assert_eq!(
+        sent[0].0,
+        OffsetSync {
+            topic: "orders".into(),
+            partition: 0,
+            upstream: 5,
+            downstream: 0
+        }
+    );
     assert_eq!(sent[0].1, SyncMarker { session: 7, seq: 0 });
     assert!(!w.has_pending());
 }
@@ -93,7 +103,10 @@ fn non_break_syncs_coalesce_but_breaks_never_do() {
     w.on_ack(&tp(), 20, 2);
     w.on_ack(&tp(), 21, 3);
     w.promote_delayed();
-    assert_eq!(ups(&w.take_pending(10)), vec![(0, 0), (10, 1), (20, 2), (21, 3)]);
+    assert_eq!(
+        ups(&w.take_pending(10)),
+        vec![(0, 0), (10, 1), (20, 2), (21, 3)]
+    );
 }
 
 #[test]
@@ -121,7 +134,10 @@ fn a_full_queue_drops_the_oldest_and_leaves_a_sequence_hole() {
 
 #[test]
 fn markers_round_trip() {
-    let m = SyncMarker { session: 0xdead_beef, seq: 42 };
+    let m = SyncMarker {
+        session: 0xdead_beef,
+        seq: 42,
+    };
     assert_eq!(SyncMarker::decode(m.encode().as_bytes()), Some(m));
     assert_eq!(SyncMarker::decode(b"nope"), None);
     assert_eq!(SyncMarker::decode(b"zz:1"), None);

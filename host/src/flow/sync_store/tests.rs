@@ -6,7 +6,12 @@ use crate::flow::offset_syncs::OffsetSyncWriter;
 use proptest::prelude::*;
 
 fn sync(up: i64, down: i64) -> OffsetSync {
-    OffsetSync { topic: "t".into(), partition: 0, upstream: up, downstream: down }
+    OffsetSync {
+        topic: "t".into(),
+        partition: 0,
+        upstream: up,
+        downstream: down,
+    }
 }
 
 fn marked(session: u64, seq: u64) -> Option<SyncMarker> {
@@ -26,7 +31,10 @@ fn mm2_slots_keep_exponentially_spaced_syncs() {
         let t = m.translate(g).unwrap();
         assert!(t <= g + 1 && (t == g || t <= g), "g={g} t={t}");
     }
-    assert!(m.translate(10).unwrap() < 10, "far from the head MM2 is imprecise");
+    assert!(
+        m.translate(10).unwrap() < 10,
+        "far from the head MM2 is imprecise"
+    );
     // While loading, only the newest sync is kept.
     let mut loading = Mm2Syncs::new(0, 0);
     for up in 1..=10 {
@@ -46,7 +54,11 @@ fn exact_inside_runs_and_across_gaps() {
     assert_eq!(s.translate("t", 0, 0), Some(0));
     assert_eq!(s.translate("t", 0, 5), Some(5));
     assert_eq!(s.translate("t", 0, 9), Some(9));
-    assert_eq!(s.translate("t", 0, 10), Some(10), "in the gap: the first record after it");
+    assert_eq!(
+        s.translate("t", 0, 10),
+        Some(10),
+        "in the gap: the first record after it"
+    );
     assert_eq!(s.translate("t", 0, 15), Some(10));
     assert_eq!(s.translate("t", 0, 25), Some(15));
     assert_eq!(s.translate("t", 0, 30), Some(20), "a group at the end");
@@ -59,15 +71,27 @@ fn unmarked_or_broken_streams_fall_back_to_mm2s_rule() {
     let mut s = OffsetSyncStore::new();
     s.add(&sync(0, 0), None);
     s.add(&sync(100, 100), None);
-    assert_eq!(s.translate("t", 0, 50), Some(1), "MM2-written syncs: conservative");
+    assert_eq!(
+        s.translate("t", 0, 50),
+        Some(1),
+        "MM2-written syncs: conservative"
+    );
     let mut s = OffsetSyncStore::new();
     s.add(&sync(0, 0), marked(1, 0));
     s.add(&sync(100, 100), marked(1, 2));
-    assert_eq!(s.translate("t", 0, 50), Some(1), "a sequence hole: conservative");
+    assert_eq!(
+        s.translate("t", 0, 50),
+        Some(1),
+        "a sequence hole: conservative"
+    );
     let mut s = OffsetSyncStore::new();
     s.add(&sync(0, 0), marked(1, 0));
     s.add(&sync(100, 100), marked(2, 1));
-    assert_eq!(s.translate("t", 0, 50), Some(1), "another session: conservative");
+    assert_eq!(
+        s.translate("t", 0, 50),
+        Some(1),
+        "another session: conservative"
+    );
 }
 
 #[test]
@@ -109,19 +133,34 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop_oneof![3 => Just(0usize), 1 => 2usize..6],
         proptest::option::of((0usize..300, 0usize..300)),
     )
-        .prop_map(|(upstream_steps, downstream_gaps, lag_max, flush_every, lose_every, restart_at)| Scenario {
-            upstream_steps,
-            downstream_gaps,
-            lag_max,
-            flush_every,
-            lose_every,
-            restart_at,
-        })
+        .prop_map(
+            |(upstream_steps, downstream_gaps, lag_max, flush_every, lose_every, restart_at)| {
+                Scenario {
+                    upstream_steps,
+                    downstream_gaps,
+                    lag_max,
+                    flush_every,
+                    lose_every,
+                    restart_at,
+                }
+            },
+        )
 }
 
 fn simulate(sc: &Scenario) -> Mirrored {
-    let ups: Vec<i64> = sc.upstream_steps.iter().scan(-1i64, |acc, s| { *acc += s; Some(*acc) }).collect();
-    let mut m = Mirrored { copies: Vec::new(), syncs: Vec::new(), next_down: 0 };
+    let ups: Vec<i64> = sc
+        .upstream_steps
+        .iter()
+        .scan(-1i64, |acc, s| {
+            *acc += s;
+            Some(*acc)
+        })
+        .collect();
+    let mut m = Mirrored {
+        copies: Vec::new(),
+        syncs: Vec::new(),
+        next_down: 0,
+    };
     let tp = ("t".to_string(), 0);
     let mut writer = OffsetSyncWriter::new(sc.lag_max, 1);
     let mut taken = 0usize;
