@@ -2,6 +2,7 @@
 //! process exit code.
 
 mod daemon;
+mod offsets;
 mod plugin;
 
 use clap::{Parser, Subcommand};
@@ -42,6 +43,9 @@ pub enum Command {
     /// Author, check and call plugins.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// Translate consumer-group offsets and fail groups over to the target.
+    #[command(subcommand)]
+    Offsets(offsets::OffsetsCommand),
 }
 
 /// Runs the parsed command line.
@@ -57,6 +61,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Plugin(cmd) => plugin::run(cmd, cache),
         Command::Run { config } => daemon::run(&config),
         Command::Validate { config } => daemon::validate(&config),
+        Command::Offsets(cmd) => offsets::run(cmd),
     }
 }
 

@@ -315,12 +315,35 @@ impl Client {
         self.topics().get(topic).copied()
     }
 
+    /// Reads partition `partition` of `topic` from the beginning until `expected` records
+    /// arrived (or `timeout`), then a little longer to catch extras.
+    pub fn read_all_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        expected: usize,
+        timeout: Duration,
+    ) -> Vec<Rec> {
+        self.read(topic, &[partition], expected, timeout)
+    }
+
     /// Reads every record of `topic`'s `partitions` from the beginning until `expected`
     /// records arrived (or `timeout`), then a little longer to catch extras.
     pub fn read_all(
         &self,
         topic: &str,
         partitions: i32,
+        expected: usize,
+        timeout: Duration,
+    ) -> Vec<Rec> {
+        let all: Vec<i32> = (0..partitions).collect();
+        self.read(topic, &all, expected, timeout)
+    }
+
+    fn read(
+        &self,
+        topic: &str,
+        partitions: &[i32],
         expected: usize,
         timeout: Duration,
     ) -> Vec<Rec> {
@@ -332,8 +355,8 @@ impl Client {
             .create()
             .expect("reader");
         let mut tpl = TopicPartitionList::new();
-        for p in 0..partitions {
-            tpl.add_partition_offset(topic, p, Offset::Beginning)
+        for p in partitions {
+            tpl.add_partition_offset(topic, *p, Offset::Beginning)
                 .expect("tpl");
         }
         consumer.assign(&tpl).expect("assign");
