@@ -1,0 +1,69 @@
+//! Checkpoints emitted per second at 1,000 group-partitions (100 groups x 10 partitions),
+//! end to end on two local brokers with the real `kmirror` binary.
+//!
+//! `cargo xtask plugins && cargo bench -p kmirror --bench checkpoints`
+
+#[path = "../../tests/e2e/support/mod.rs"]
+mod support;
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+use std::time::{Duration, Instant};
+use support::{Broker, Client, Kmirror, write_config};
+
+const PARTITIONS: i32 = 10;
+const GROUPS: usize = 100;
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("checkpoints: benchmark");
+        return;
+    }
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let src = Client::new(&primary.addr);
+    src.create_topic("t", PARTITIONS);
+    for p in 0..PARTITIONS {
+        for i in 0..20 {
+            src.produce("t", p, b"k", format!("{p}-{i}").as_bytes(), &[], 1_700_000_000_000);
+        }
+    }
+    src.flush();
+    for g in 0..GROUPS {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &primary.addr)
+            .set("group.id", format!("group-{g}"))
+            .create()
+            .expect("group client");
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..PARTITIONS {
+            tpl.add_partition_offset("t", p, Offset::Offset(((g + p as usize) % 20) as i64)).expect("tpl");
+        }
+        c.commit(&tpl, CommitMode::Sync).expect("commit");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = "emit_checkpoints_interval = \"1s\"\nrefresh_groups_interval = \"1s\"\nemit_heartbeats_enabled = false";
+    let config = write_config(dir.path(), &primary.addr, &backup.addr, extra);
+    let started = Instant::now();
+    let mut kmirror = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let dst = Client::new(&backup.addr);
+    let target = GROUPS * PARTITIONS as usize;
+    let mut first: Option<Instant> = None;
+    loop {
+        let n = dst.read_all("primary.checkpoints.internal", 1, target, Duration::from_secs(2)).len();
+        if n > 0 && first.is_none() {
+            first = Some(Instant::now());
+        }
+        if n >= target {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(300), "only {n} checkpoints after 300 s");
+    }
+    let done = Instant::now();
+    println!(
+        "{target} checkpoints ({GROUPS} groups x {PARTITIONS} partitions): all visible {:.2?} after start; one pass takes at most {:.2?} (first to last seen, with 2 s of reader settling)",
+        done - started,
+        done - first.unwrap_or(done)
+    );
+    assert_eq!(kmirror.stop(), Some(0));
+}
