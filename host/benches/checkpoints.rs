@@ -13,7 +13,12 @@ use std::time::{Duration, Instant};
 use support::{Broker, Client, Kmirror, write_config};
 
 const PARTITIONS: i32 = 10;
-const GROUPS: usize = 100;
+fn groups() -> usize {
+    std::env::var("CHECKPOINT_GROUPS")
+        .ok()
+        .and_then(|g| g.parse().ok())
+        .unwrap_or(100)
+}
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -25,11 +30,18 @@ fn main() {
     src.create_topic("t", PARTITIONS);
     for p in 0..PARTITIONS {
         for i in 0..20 {
-            src.produce("t", p, b"k", format!("{p}-{i}").as_bytes(), &[], 1_700_000_000_000);
+            src.produce(
+                "t",
+                p,
+                b"k",
+                format!("{p}-{i}").as_bytes(),
+                &[],
+                1_700_000_000_000,
+            );
         }
     }
     src.flush();
-    for g in 0..GROUPS {
+    for g in 0..groups() {
         let c: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &primary.addr)
             .set("group.id", format!("group-{g}"))
@@ -37,7 +49,8 @@ fn main() {
             .expect("group client");
         let mut tpl = TopicPartitionList::new();
         for p in 0..PARTITIONS {
-            tpl.add_partition_offset("t", p, Offset::Offset(((g + p as usize) % 20) as i64)).expect("tpl");
+            tpl.add_partition_offset("t", p, Offset::Offset(((g + p as usize) % 20) as i64))
+                .expect("tpl");
         }
         c.commit(&tpl, CommitMode::Sync).expect("commit");
     }
@@ -45,25 +58,45 @@ fn main() {
     let extra = "emit_checkpoints_interval = \"1s\"\nrefresh_groups_interval = \"1s\"\nemit_heartbeats_enabled = false";
     let config = write_config(dir.path(), &primary.addr, &backup.addr, extra);
     let started = Instant::now();
+    // SAFETY: set before the child starts; read by the child only.
+    unsafe { std::env::set_var("KMIRROR_LOG", "info,kmirror::flow::checkpointer=debug") };
     let mut kmirror = Kmirror::start(&config, &dir.path().join("kmirror.log"));
     let dst = Client::new(&backup.addr);
-    let target = GROUPS * PARTITIONS as usize;
+    let target = groups() * PARTITIONS as usize;
     let mut first: Option<Instant> = None;
     loop {
-        let n = dst.read_all("primary.checkpoints.internal", 1, target, Duration::from_secs(2)).len();
+        let n = dst
+            .read_all(
+                "primary.checkpoints.internal",
+                1,
+                target,
+                Duration::from_secs(2),
+            )
+            .len();
         if n > 0 && first.is_none() {
             first = Some(Instant::now());
         }
         if n >= target {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(300), "only {n} checkpoints after 300 s");
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "only {n} checkpoints after 300 s"
+        );
     }
     let done = Instant::now();
     println!(
-        "{target} checkpoints ({GROUPS} groups x {PARTITIONS} partitions): all visible {:.2?} after start; one pass takes at most {:.2?} (first to last seen, with 2 s of reader settling)",
+        "{target} checkpoints ({} groups x {PARTITIONS} partitions): all visible {:.2?} after start; one pass takes at most {:.2?} (first to last seen, with 2 s of reader settling)",
+        groups(),
         done - started,
         done - first.unwrap_or(done)
     );
+    for line in kmirror
+        .logs()
+        .lines()
+        .filter(|l| l.contains("checkpoint pass"))
+    {
+        println!("  kmirror: {line}");
+    }
     assert_eq!(kmirror.stop(), Some(0));
 }

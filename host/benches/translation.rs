@@ -52,13 +52,26 @@ fn syncs(records: &[(i64, i64)]) -> (OffsetSyncStore, Mm2Syncs, Mm2Syncs) {
     for (s, _) in &sent {
         restarted.add(s.upstream, s.downstream, false);
     }
-    println!("{} records mirrored, {} offset syncs", records.len(), sent.len());
-    (store, running.unwrap_or_else(|| Mm2Syncs::new(0, 0)), restarted)
+    println!(
+        "{} records mirrored, {} offset syncs",
+        records.len(),
+        sent.len()
+    );
+    (
+        store,
+        running.unwrap_or_else(|| Mm2Syncs::new(0, 0)),
+        restarted,
+    )
 }
 
 fn accuracy(records: &[(i64, i64)], store: &OffsetSyncStore, mm2: &Mm2Syncs, restarted: &Mm2Syncs) {
     let head = records.len() - 1;
-    let truth = |g: i64| records.iter().find(|(u, _)| *u >= g).map_or(records.len() as i64, |r| r.1);
+    let truth = |g: i64| {
+        records
+            .iter()
+            .find(|(u, _)| *u >= g)
+            .map_or(records.len() as i64, |r| r.1)
+    };
     let (mut k_total, mut m_total, mut none_after_restart, mut n) = (0i64, 0i64, 0, 0);
     let (mut k_max, mut m_max) = (0i64, 0i64);
     // Groups 10,000 records behind the head, at 100 neighbouring positions.
@@ -89,14 +102,26 @@ fn bench(c: &mut Criterion) {
 
     // 1,000 group-partitions: 100 groups x 10 partitions share one partition's syncs here;
     // the lookup cost is per (partition, offset) pair.
-    let offsets: Vec<i64> = (0..1000).map(|i| records[records.len() - 1 - i * 150].0).collect();
+    let offsets: Vec<i64> = (0..1000)
+        .map(|i| records[records.len() - 1 - i * 150].0)
+        .collect();
     let mut group = c.benchmark_group("translate");
     group.throughput(Throughput::Elements(offsets.len() as u64));
     group.bench_function("kmirror-1000-group-partitions", |b| {
-        b.iter(|| offsets.iter().map(|g| store.translate("t", 0, *g).unwrap_or(0)).sum::<i64>())
+        b.iter(|| {
+            offsets
+                .iter()
+                .map(|g| store.translate("t", 0, *g).unwrap_or(0))
+                .sum::<i64>()
+        })
     });
     group.bench_function("mm2-1000-group-partitions", |b| {
-        b.iter(|| offsets.iter().map(|g| mm2.translate(*g).unwrap_or(0)).sum::<i64>())
+        b.iter(|| {
+            offsets
+                .iter()
+                .map(|g| mm2.translate(*g).unwrap_or(0))
+                .sum::<i64>()
+        })
     });
     group.finish();
     black_box(&restarted);

@@ -200,21 +200,41 @@ pub async fn run(
         if !cp.shared.ready.load(Ordering::Acquire) {
             continue;
         }
+        let started = Instant::now();
         let emitted = cp.pass().await;
-        for c in emitted {
-            let (key, value) = (c.key(), c.value());
-            let record: FutureRecord<'_, [u8], [u8]> =
-                FutureRecord::to(&cp.settings.checkpoints_topic)
-                    .partition(0)
-                    .key(key.as_slice())
-                    .payload(value.as_slice());
-            match producer.send(record, Duration::from_secs(10)).await {
-                Ok(_) => {
+        let count = emitted.len();
+        // Sent together; each is recorded as emitted only once the target acked it.
+        let mut sends: futures::stream::FuturesUnordered<_> = emitted
+            .into_iter()
+            .map(|c| {
+                let producer = producer.clone();
+                let topic = cp.settings.checkpoints_topic.clone();
+                async move {
+                    let (key, value) = (c.key(), c.value());
+                    let record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&topic)
+                        .partition(0)
+                        .key(key.as_slice())
+                        .payload(value.as_slice());
+                    let sent = producer
+                        .send(record, Duration::from_secs(10))
+                        .await
+                        .map(|_| ())
+                        .map_err(|(e, _)| e);
+                    (c, sent)
+                }
+            })
+            .collect();
+        while let Some((c, sent)) = sends.next().await {
+            match sent {
+                Ok(()) => {
                     cp.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
                     cp.last.insert(checkpoint::key(&c), c);
                 }
-                Err((e, _)) => cp.stats.note_error("emit checkpoint", &e.to_string()),
+                Err(e) => cp.stats.note_error("emit checkpoint", &e.to_string()),
             }
+        }
+        if count > 0 {
+            tracing::debug!(flow = %cp.stats.flow, groups = cp.accepted.len(), checkpoints = count, took = ?started.elapsed(), "checkpoint pass");
         }
         if let Some(every) = cp.settings.sync_group_offsets {
             if cp.synced_at.is_none_or(|t| t.elapsed() >= every) {
@@ -332,6 +352,7 @@ impl Checkpointer {
                     continue;
                 }
             };
+            let committed_count = committed.len();
             let translated: Vec<(crate::kafka::Committed, i64)> = {
                 let store = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
                 committed
@@ -343,6 +364,7 @@ impl Checkpointer {
                     })
                     .collect()
             };
+            tracing::trace!(group = %group, committed = committed_count, translated = translated.len(), "group offsets");
             for (c, downstream) in translated {
                 let (policy, src, tgt, topic) = (
                     self.policy.clone(),

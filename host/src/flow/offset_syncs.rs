@@ -14,7 +14,8 @@
 //! For exact translation every *run* (records contiguous in both upstream and downstream
 //! offsets) is delimited by syncs: at a break, the delayed sync of the run's last record is
 //! queued before the break's own sync, and break syncs are never coalesced (MM2 keeps only
-//! the newest pending sync; a non-break sync may still replace a queued non-break one).
+//! the newest pending sync; a non-break sync may still replace a queued non-break one, but
+//! never the first sync of a partition, which anchors its first run).
 //! Each queued sync gets a [`SyncMarker`] — this process's session and a per-partition
 //! sequence number — written as a record header MM2 readers ignore. Two consecutive syncs
 //! with the same session and consecutive numbers bound one run or one break, so the store
@@ -101,6 +102,12 @@ impl Trigger {
             Trigger::UpstreamGap | Trigger::DownstreamRewind | Trigger::DownstreamGap
         )
     }
+
+    /// Whether the sync bounds a run (its first record, or the first after a break): such a
+    /// sync is never replaced by a later one.
+    fn starts_run(self) -> bool {
+        self == Trigger::First || self.is_break()
+    }
 }
 
 #[derive(Debug)]
@@ -173,7 +180,7 @@ impl OffsetSyncWriter {
                         self.queue(tp, end, false);
                     }
                 }
-                self.queue(tp, sync, !t.is_break());
+                self.queue(tp, sync, !t.starts_run());
             }
         }
         trigger

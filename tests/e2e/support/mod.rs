@@ -125,7 +125,10 @@ impl Kmirror {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kmirror"));
         cmd.args(["run", "--config"])
             .arg(config)
-            .env("KMIRROR_LOG", "info,librdkafka=warn")
+            .env(
+                "KMIRROR_LOG",
+                std::env::var("KMIRROR_LOG").unwrap_or_else(|_| "info,librdkafka=warn".into()),
+            )
             .stdout(Stdio::null())
             .stderr(file);
         die_with_parent(&mut cmd);

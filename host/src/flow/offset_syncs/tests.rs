@@ -95,8 +95,8 @@ fn non_break_syncs_coalesce_but_breaks_never_do() {
     for i in 0..5 {
         w.on_ack(&tp(), i, i);
     }
-    // First at 0 (coalescible) replaced by the LagMax syncs up to 4: one sync, seq 0.
-    assert_eq!(ups(&w.take_pending(10)), vec![(4, 4)]);
+    // The first sync anchors the run and stays; the LagMax syncs after it coalesce.
+    assert_eq!(ups(&w.take_pending(10)), vec![(0, 0), (4, 4)]);
     let mut w = writer(1000);
     w.on_ack(&tp(), 0, 0);
     w.on_ack(&tp(), 10, 1);
