@@ -63,7 +63,6 @@ fn main() {
     let mut kmirror = Kmirror::start(&config, &dir.path().join("kmirror.log"));
     let dst = Client::new(&backup.addr);
     let target = groups() * PARTITIONS as usize;
-    let mut first: Option<Instant> = None;
     loop {
         let n = dst
             .read_all(
@@ -73,9 +72,6 @@ fn main() {
                 Duration::from_secs(2),
             )
             .len();
-        if n > 0 && first.is_none() {
-            first = Some(Instant::now());
-        }
         if n >= target {
             break;
         }
@@ -84,19 +80,17 @@ fn main() {
             "only {n} checkpoints after 300 s"
         );
     }
-    let done = Instant::now();
     println!(
-        "{target} checkpoints ({} groups x {PARTITIONS} partitions): all visible {:.2?} after start; one pass takes at most {:.2?} (first to last seen, with 2 s of reader settling)",
+        "{target} checkpoints ({} groups x {PARTITIONS} partitions) visible on the target {:.2?} after kmirror started; its passes:",
         groups(),
-        done - started,
-        done - first.unwrap_or(done)
+        started.elapsed()
     );
     for line in kmirror
         .logs()
         .lines()
         .filter(|l| l.contains("checkpoint pass"))
     {
-        println!("  kmirror: {line}");
+        println!("  {line}");
     }
     assert_eq!(kmirror.stop(), Some(0));
 }
