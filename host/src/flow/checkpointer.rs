@@ -61,9 +61,23 @@ pub async fn read_syncs(
         shared.ready.store(true, Ordering::Release);
     }
     let mut stream = consumer.stream();
+    let mut reached_end = false;
     loop {
+        // Ready once past the end offset reported at start and the topic went quiet (some
+        // brokers report the last batch's base offset + 1 as the end).
+        let waiting = reached_end && !shared.ready.load(Ordering::Acquire);
+        let quiet = tokio::time::sleep(if waiting {
+            QUIET
+        } else {
+            Duration::from_secs(3600)
+        });
         let msg = tokio::select! {
             _ = shutdown.cancelled() => return,
+            _ = quiet, if waiting => {
+                shared.ready.store(true, Ordering::Release);
+                tracing::info!(flow = %stats.flow, topic = %topic, "offset syncs read; translating");
+                continue;
+            }
             m = stream.next() => m,
         };
         let Some(msg) = msg else { return };
@@ -95,11 +109,12 @@ pub async fn read_syncs(
                 );
             }
         }
-        if msg.offset() + 1 >= end && !shared.ready.swap(true, Ordering::AcqRel) {
-            tracing::info!(flow = %stats.flow, topic = %topic, syncs = end, "offset syncs read; translating");
-        }
+        reached_end |= msg.offset() + 1 >= end;
     }
 }
+
+/// How long a topic must be quiet after its reported end before a full read stops.
+const QUIET: Duration = Duration::from_millis(500);
 
 /// Reads every checkpoint of `topic` (the last one per key), e.g. after a restart.
 pub async fn read_checkpoints(
@@ -114,14 +129,23 @@ pub async fn read_checkpoints(
     }
     let deadline = Instant::now() + timeout;
     let mut stream = consumer.stream();
-    while let Ok(Some(msg)) = tokio::time::timeout_at(deadline.into(), stream.next()).await {
+    let mut reached_end = false;
+    loop {
+        // Past the end offset reported at start, stop once the topic goes quiet: some
+        // brokers (Tansu) report the last batch's base offset + 1 as the end.
+        let wait = if reached_end {
+            (Instant::now() + QUIET).min(deadline)
+        } else {
+            deadline
+        };
+        let Ok(Some(msg)) = tokio::time::timeout_at(wait.into(), stream.next()).await else {
+            break;
+        };
         let Ok(msg) = msg else { continue };
         if let Ok(cp) = Checkpoint::decode(msg.key(), msg.payload()) {
             last.insert(checkpoint::key(&cp), cp);
         }
-        if msg.offset() + 1 >= end {
-            break;
-        }
+        reached_end |= msg.offset() + 1 >= end;
     }
     Ok(last)
 }
