@@ -7,11 +7,25 @@ use crate::flow::checkpointer::read_checkpoints;
 use crate::formats::Checkpoint;
 use crate::kafka::Cluster;
 use crate::policy::RoleHandle;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+
+/// Which group of which flow.
+#[derive(Debug, Args)]
+pub struct GroupArgs {
+    /// The configuration file.
+    #[arg(long, short)]
+    config: PathBuf,
+    /// The flow, SOURCE->TARGET.
+    #[arg(long)]
+    flow: String,
+    /// The consumer group.
+    #[arg(long)]
+    group: String,
+}
 
 /// Offset subcommands.
 #[derive(Debug, Subcommand)]
@@ -19,30 +33,16 @@ pub enum OffsetsCommand {
     /// Print a group's translated offsets on the target, from the checkpoints topic
     /// (what MM2's RemoteClusterUtils.translateOffsets returns).
     Translate {
-        /// The configuration file.
-        #[arg(long, short)]
-        config: PathBuf,
-        /// The flow, SOURCE->TARGET.
-        #[arg(long)]
-        flow: String,
-        /// The consumer group.
-        #[arg(long)]
-        group: String,
+        #[command(flatten)]
+        args: GroupArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Show what a failover would commit to the target group; commit it with --apply.
     Failover {
-        /// The configuration file.
-        #[arg(long, short)]
-        config: PathBuf,
-        /// The flow, SOURCE->TARGET.
-        #[arg(long)]
-        flow: String,
-        /// The consumer group.
-        #[arg(long)]
-        group: String,
+        #[command(flatten)]
+        args: GroupArgs,
         /// Commit (refused while the target group has active members).
         #[arg(long)]
         apply: bool,
@@ -88,18 +88,9 @@ async fn open(cfg: LoadedConfig, flow: &str, group: &str) -> Result<Opened, (u8,
 /// Runs an offsets subcommand.
 pub fn run(cmd: OffsetsCommand) -> ExitCode {
     let (path, flow, group) = match &cmd {
-        OffsetsCommand::Translate {
-            config,
-            flow,
-            group,
-            ..
+        OffsetsCommand::Translate { args, .. } | OffsetsCommand::Failover { args, .. } => {
+            (args.config.clone(), args.flow.clone(), args.group.clone())
         }
-        | OffsetsCommand::Failover {
-            config,
-            flow,
-            group,
-            ..
-        } => (config.clone(), flow.clone(), group.clone()),
     };
     let cfg = match config::load(&path) {
         Ok(cfg) => cfg,

@@ -12,7 +12,6 @@ use super::replicate::Assignment;
 use super::sync_store::OffsetSyncStore;
 use crate::formats::{Checkpoint, OffsetSync};
 use crate::kafka::{Cluster, KafkaError};
-use crate::plugin::PluginError;
 use crate::policy::{GroupFilter, ReplicationPolicy};
 use futures::StreamExt;
 use rdkafka::consumer::BaseConsumer;
@@ -166,62 +165,67 @@ pub struct CheckpointSettings {
     pub sync_group_offsets: Option<Duration>,
 }
 
+/// Everything the checkpointer works with.
+pub struct CheckpointContext {
+    /// The source cluster (groups and their committed offsets).
+    pub source: Cluster,
+    /// The target cluster (checkpoints, target groups).
+    pub target: Cluster,
+    /// Names and intervals.
+    pub settings: CheckpointSettings,
+    /// The flow's group filter.
+    pub groups: Arc<dyn GroupFilter>,
+    /// The flow's replication policy.
+    pub policy: Arc<dyn ReplicationPolicy>,
+    /// The offset-sync store.
+    pub shared: Arc<SharedStore>,
+    /// The topics the flow mirrors.
+    pub assignment: watch::Receiver<Assignment>,
+    /// Counters and status.
+    pub stats: Arc<FlowStats>,
+}
+
 /// Runs the checkpoint and group-offset-sync loop until `shutdown`.
-#[allow(clippy::too_many_arguments)]
-pub async fn run(
-    source: Cluster,
-    target: Cluster,
-    settings: CheckpointSettings,
-    groups: Arc<dyn GroupFilter>,
-    policy: Arc<dyn ReplicationPolicy>,
-    shared: Arc<SharedStore>,
-    assignment: watch::Receiver<Assignment>,
-    stats: Arc<FlowStats>,
-    shutdown: CancellationToken,
-) {
+pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
     let mut cp = Checkpointer {
+        ctx,
         last: HashMap::new(),
-        source,
-        target,
-        settings,
-        groups,
-        policy,
-        shared,
-        assignment,
-        stats,
         clients: HashMap::new(),
         accepted: Vec::new(),
         listed_at: None,
         synced_at: None,
     };
     match read_checkpoints(
-        &cp.target,
-        &cp.settings.checkpoints_topic,
+        &cp.ctx.target,
+        &cp.ctx.settings.checkpoints_topic,
         Duration::from_secs(30),
     )
     .await
     {
         Ok(last) => {
-            tracing::info!(flow = %cp.stats.flow, checkpoints = last.len(), topic = %cp.settings.checkpoints_topic, "reloaded checkpoints");
+            tracing::info!(flow = %cp.ctx.stats.flow, checkpoints = last.len(), topic = %cp.ctx.settings.checkpoints_topic, "reloaded checkpoints");
             cp.last = last;
         }
-        Err(e) => cp.stats.note_error("reload checkpoints", &e.to_string()),
+        Err(e) => cp
+            .ctx
+            .stats
+            .note_error("reload checkpoints", &e.to_string()),
     }
-    let producer = match cp.target.producer(&[]) {
+    let producer = match cp.ctx.target.producer(&[]) {
         Ok(p) => p,
         Err(e) => {
-            tracing::error!(flow = %cp.stats.flow, error = %e, "checkpoints disabled: cannot create a producer");
+            tracing::error!(flow = %cp.ctx.stats.flow, error = %e, "checkpoints disabled: cannot create a producer");
             return;
         }
     };
-    let mut tick = tokio::time::interval(cp.settings.emit_interval);
+    let mut tick = tokio::time::interval(cp.ctx.settings.emit_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        if !cp.shared.ready.load(Ordering::Acquire) {
+        if !cp.ctx.shared.ready.load(Ordering::Acquire) {
             continue;
         }
         let started = Instant::now();
@@ -232,7 +236,7 @@ pub async fn run(
             .into_iter()
             .map(|c| {
                 let producer = producer.clone();
-                let topic = cp.settings.checkpoints_topic.clone();
+                let topic = cp.ctx.settings.checkpoints_topic.clone();
                 async move {
                     let (key, value) = (c.key(), c.value());
                     let record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&topic)
@@ -251,16 +255,16 @@ pub async fn run(
         while let Some((c, sent)) = sends.next().await {
             match sent {
                 Ok(()) => {
-                    cp.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+                    cp.ctx.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
                     cp.last.insert(checkpoint::key(&c), c);
                 }
-                Err(e) => cp.stats.note_error("emit checkpoint", &e.to_string()),
+                Err(e) => cp.ctx.stats.note_error("emit checkpoint", &e.to_string()),
             }
         }
         if count > 0 {
-            tracing::debug!(flow = %cp.stats.flow, groups = cp.accepted.len(), checkpoints = count, took = ?started.elapsed(), "checkpoint pass");
+            tracing::debug!(flow = %cp.ctx.stats.flow, groups = cp.accepted.len(), checkpoints = count, took = ?started.elapsed(), "checkpoint pass");
         }
-        if let Some(every) = cp.settings.sync_group_offsets {
+        if let Some(every) = cp.ctx.settings.sync_group_offsets {
             if cp.synced_at.is_none_or(|t| t.elapsed() >= every) {
                 cp.synced_at = Some(Instant::now());
                 cp.sync_groups().await;
@@ -270,31 +274,12 @@ pub async fn run(
 }
 
 struct Checkpointer {
+    ctx: CheckpointContext,
     last: HashMap<CheckpointKey, Checkpoint>,
-    source: Cluster,
-    target: Cluster,
-    settings: CheckpointSettings,
-    groups: Arc<dyn GroupFilter>,
-    policy: Arc<dyn ReplicationPolicy>,
-    shared: Arc<SharedStore>,
-    assignment: watch::Receiver<Assignment>,
-    stats: Arc<FlowStats>,
     clients: HashMap<(bool, String), Arc<BaseConsumer>>,
     accepted: Vec<String>,
     listed_at: Option<Instant>,
     synced_at: Option<Instant>,
-}
-
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, PluginError> + Send + 'static,
-) -> Result<T, PluginError> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(PluginError::Call {
-            plugin: "(host)".into(),
-            function: "spawn_blocking",
-            message: e.to_string(),
-        })
-    })
 }
 
 impl Checkpointer {
@@ -304,9 +289,9 @@ impl Checkpointer {
             return Some(c.clone());
         }
         let cluster = if on_target {
-            &self.target
+            &self.ctx.target
         } else {
-            &self.source
+            &self.ctx.source
         };
         match cluster.group_client(group) {
             Ok(c) => {
@@ -314,7 +299,7 @@ impl Checkpointer {
                 Some(c)
             }
             Err(e) => {
-                self.stats.note_error("group client", &e.to_string());
+                self.ctx.stats.note_error("group client", &e.to_string());
                 None
             }
         }
@@ -324,22 +309,27 @@ impl Checkpointer {
     async fn refresh_groups(&mut self) {
         if self
             .listed_at
-            .is_some_and(|t| t.elapsed() < self.settings.refresh_groups_interval)
+            .is_some_and(|t| t.elapsed() < self.ctx.settings.refresh_groups_interval)
         {
             return;
         }
         self.listed_at = Some(Instant::now());
-        let names: Vec<String> = match self.source.groups().await {
+        let names: Vec<String> = match self.ctx.source.groups().await {
             Ok(g) => g
                 .into_iter()
                 .map(|g| g.name)
                 .filter(|n| !n.starts_with(OWN_GROUP_PREFIX))
                 .collect(),
-            Err(e) => return self.stats.note_error("list source groups", &e.to_string()),
+            Err(e) => {
+                return self
+                    .ctx
+                    .stats
+                    .note_error("list source groups", &e.to_string());
+            }
         };
-        let filter = self.groups.clone();
+        let filter = self.ctx.groups.clone();
         let asked = names.clone();
-        match blocking(move || filter.should_replicate_groups(&asked)).await {
+        match super::plugin_call(move || filter.should_replicate_groups(&asked)).await {
             Ok(answers) => {
                 self.accepted = names
                     .into_iter()
@@ -348,14 +338,14 @@ impl Checkpointer {
                     .map(|(n, _)| n)
                     .collect();
             }
-            Err(e) => self.stats.note_error("group filter", &e.to_string()),
+            Err(e) => self.ctx.stats.note_error("group filter", &e.to_string()),
         }
     }
 
     /// The checkpoints of this pass that should be emitted.
     async fn pass(&mut self) -> Vec<Checkpoint> {
         self.refresh_groups().await;
-        let assignment = self.assignment.borrow().clone();
+        let assignment = self.ctx.assignment.borrow().clone();
         let partitions: Vec<(String, i32)> = assignment
             .iter()
             .flat_map(|(t, (_, n))| (0..*n).map(move |p| (t.clone(), p)))
@@ -368,17 +358,28 @@ impl Checkpointer {
             let Some(client) = self.client(false, &group) else {
                 continue;
             };
-            let committed = match self.source.committed(&client, &group, &partitions).await {
+            let committed = match self
+                .ctx
+                .source
+                .committed(&client, &group, &partitions)
+                .await
+            {
                 Ok(c) => c,
                 Err(e) => {
-                    self.stats
+                    self.ctx
+                        .stats
                         .note_error("read source group offsets", &e.to_string());
                     continue;
                 }
             };
             let committed_count = committed.len();
             let translated: Vec<(crate::kafka::Committed, i64)> = {
-                let store = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+                let store = self
+                    .ctx
+                    .shared
+                    .store
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
                 committed
                     .into_iter()
                     .filter_map(|c| {
@@ -391,21 +392,24 @@ impl Checkpointer {
             tracing::trace!(group = %group, committed = committed_count, translated = translated.len(), "group offsets");
             for (c, downstream) in translated {
                 let (policy, src, tgt, topic) = (
-                    self.policy.clone(),
-                    self.settings.source_alias.clone(),
-                    self.settings.target_alias.clone(),
+                    self.ctx.policy.clone(),
+                    self.ctx.settings.source_alias.clone(),
+                    self.ctx.settings.target_alias.clone(),
                     c.topic.clone(),
                 );
-                let name =
-                    match blocking(move || checkpoint::target_topic(&*policy, &src, &tgt, &topic))
-                        .await
-                    {
-                        Ok(n) => n,
-                        Err(e) => {
-                            self.stats.note_error("replication policy", &e.to_string());
-                            continue;
-                        }
-                    };
+                let name = match super::plugin_call(move || {
+                    checkpoint::target_topic(&*policy, &src, &tgt, &topic)
+                })
+                .await
+                {
+                    Ok(n) => n,
+                    Err(e) => {
+                        self.ctx
+                            .stats
+                            .note_error("replication policy", &e.to_string());
+                        continue;
+                    }
+                };
                 let next = Checkpoint {
                     group: group.clone(),
                     topic: name,
@@ -431,13 +435,14 @@ impl Checkpointer {
             }
         }
         for (group, cps) in by_group {
-            let state = match self.target.group(&group).await {
+            let state = match self.ctx.target.group(&group).await {
                 Ok(g) => TargetGroup::from_state(
                     g.as_ref().map(|g| g.state.as_str()),
                     g.as_ref().map_or(0, |g| g.members),
                 ),
                 Err(e) => {
-                    self.stats
+                    self.ctx
+                        .stats
                         .note_error("describe target group", &e.to_string());
                     continue;
                 }
@@ -447,38 +452,48 @@ impl Checkpointer {
             };
             let partitions: Vec<(String, i32)> =
                 cps.iter().map(|c| (c.topic.clone(), c.partition)).collect();
-            let committed: BTreeMap<(String, i32), i64> =
-                match self.target.committed(&client, &group, &partitions).await {
-                    Ok(c) => c
-                        .into_iter()
-                        .map(|c| ((c.topic, c.partition), c.offset))
-                        .collect(),
-                    Err(e) => {
-                        self.stats
-                            .note_error("read target group offsets", &e.to_string());
-                        continue;
-                    }
-                };
+            let committed: BTreeMap<(String, i32), i64> = match self
+                .ctx
+                .target
+                .committed(&client, &group, &partitions)
+                .await
+            {
+                Ok(c) => c
+                    .into_iter()
+                    .map(|c| ((c.topic, c.partition), c.offset))
+                    .collect(),
+                Err(e) => {
+                    self.ctx
+                        .stats
+                        .note_error("read target group offsets", &e.to_string());
+                    continue;
+                }
+            };
             let refs: Vec<&Checkpoint> = cps.iter().collect();
             match checkpoint::plan_group_sync(&state, &committed, &refs) {
                 SyncPlan::Commit(offsets) => {
-                    match self.target.commit(&client, &group, &offsets).await {
+                    match self.ctx.target.commit(&client, &group, &offsets).await {
                         Ok(()) => {
-                            self.stats.group_syncs.fetch_add(1, Ordering::Relaxed);
-                            tracing::info!(flow = %self.stats.flow, group = %group, partitions = offsets.len(), "synced group offsets to the target");
+                            self.ctx.stats.group_syncs.fetch_add(1, Ordering::Relaxed);
+                            tracing::info!(flow = %self.ctx.stats.flow, group = %group, partitions = offsets.len(), "synced group offsets to the target");
                         }
-                        Err(e) => self.stats.note_error("sync group offsets", &e.to_string()),
+                        Err(e) => self
+                            .ctx
+                            .stats
+                            .note_error("sync group offsets", &e.to_string()),
                     }
                 }
                 SyncPlan::SkipActive => {
-                    self.stats
+                    self.ctx
+                        .stats
                         .active_groups_skipped
                         .fetch_add(1, Ordering::Relaxed);
                     if self
+                        .ctx
                         .stats
                         .first_time(&format!("active target group {group}"))
                     {
-                        tracing::warn!(flow = %self.stats.flow, group = %group, "target group is active; its offsets are not synced");
+                        tracing::warn!(flow = %self.ctx.stats.flow, group = %group, "target group is active; its offsets are not synced");
                     }
                 }
                 SyncPlan::UpToDate => {}

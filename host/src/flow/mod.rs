@@ -25,6 +25,20 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// Runs a plugin call off the async workers: a plugin may block up to its deadline, and a
+/// WASI-importing plugin must not run on a runtime worker thread.
+pub(crate) async fn plugin_call<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, crate::plugin::PluginError> + Send + 'static,
+) -> Result<T, crate::plugin::PluginError> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(crate::plugin::PluginError::Call {
+            plugin: "(host)".into(),
+            function: "spawn_blocking",
+            message: e.to_string(),
+        })
+    })
+}
+
 /// Counters of one flow, and rate-limited error logging.
 #[derive(Debug, Default)]
 pub struct FlowStats {

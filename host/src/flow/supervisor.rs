@@ -4,7 +4,7 @@
 //! a failure) and emits heartbeats, until shutdown.
 
 use super::FlowStats;
-use super::checkpointer::{self, CheckpointSettings, SharedStore};
+use super::checkpointer::{self, CheckpointContext, CheckpointSettings, SharedStore};
 use super::discovery::{self, Action, Decision, Problem};
 use super::replicate::{self, Assignment, ReplicatorSettings};
 use crate::config::validate::ResolvedFlow;
@@ -75,19 +75,6 @@ fn roles(flow: &ResolvedFlow) -> Option<Roles> {
     }
 }
 
-/// Runs a plugin call off the async workers (a plugin may block up to its deadline).
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, PluginError> + Send + 'static,
-) -> Result<T, PluginError> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(PluginError::Call {
-            plugin: "(host)".into(),
-            function: "spawn_blocking",
-            message: e.to_string(),
-        })
-    })
-}
-
 /// Retries `f` with backoff until it succeeds or `shutdown`; `None` on shutdown.
 async fn retry<T, F, Fut>(
     what: &str,
@@ -139,7 +126,7 @@ pub async fn run(
     };
     let (policy, target_alias) = (roles.policy.clone(), flow.target.alias.clone());
     let source_alias = flow.source.alias.clone();
-    let (syncs_topic, heartbeats_topic, checkpoints_topic) = blocking(move || {
+    let (syncs_topic, heartbeats_topic, checkpoints_topic) = super::plugin_call(move || {
         Ok((
             policy.offset_syncs_topic(&target_alias)?,
             policy.heartbeats_topic()?,
@@ -195,10 +182,17 @@ pub async fn run(
                 target.ensure_internal_topic(&checkpoints_topic, rf)
             });
             if ready.await.is_some() {
-                checkpointer::run(
-                    source, target, settings, groups, policy, shared, assignment, stats, shutdown,
-                )
-                .await;
+                let ctx = CheckpointContext {
+                    source,
+                    target,
+                    settings,
+                    groups,
+                    policy,
+                    shared,
+                    assignment,
+                    stats,
+                };
+                checkpointer::run(ctx, shutdown).await;
             }
         });
         (reader, emitter)
@@ -339,8 +333,10 @@ impl Discovery {
                 self.flow.target.alias.clone(),
             );
             // Fail safe: an undecided topic is not mirrored; it is asked again next pass.
-            match blocking(move || discovery::decide_all(&new, &*filter, &*policy, &src, &tgt))
-                .await
+            match super::plugin_call(move || {
+                discovery::decide_all(&new, &*filter, &*policy, &src, &tgt)
+            })
+            .await
             {
                 Ok(decided) => self.decisions.extend(decided),
                 Err(e) => self
@@ -445,7 +441,7 @@ impl Discovery {
             }
         };
         let filter = self.roles.configs.clone();
-        let kept = blocking(move || {
+        let kept = super::plugin_call(move || {
             let mut kept = Vec::new();
             for e in entries {
                 if filter.should_replicate_config_property(&e.name)?
