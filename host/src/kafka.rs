@@ -411,3 +411,44 @@ impl Cluster {
             .collect::<Result<(), _>>()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn cluster(props: &[(&str, &str)]) -> Result<Cluster, KafkaError> {
+        Cluster::new(&ResolvedCluster {
+            alias: "a".into(),
+            bootstrap_servers: "127.0.0.1:1".into(),
+            librdkafka: props
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        })
+    }
+
+    #[test]
+    fn tls_and_sasl_scram_are_built_in() {
+        assert!(cluster(&[("security.protocol", "SSL")]).is_ok());
+        let r = cluster(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", "u"),
+            ("sasl.password", "p"),
+        ]);
+        assert!(r.is_ok(), "{:?}", r.err());
+    }
+
+    #[test]
+    fn bad_librdkafka_properties_are_named() {
+        let err = cluster(&[("no.such.property", "1")])
+            .err()
+            .expect("rejected")
+            .to_string();
+        assert!(
+            err.contains("cluster a") && err.contains("no.such.property"),
+            "{err}"
+        );
+    }
+}
