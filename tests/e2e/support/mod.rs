@@ -9,6 +9,7 @@
 
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -280,16 +281,26 @@ impl Client {
                 value: Some(*v),
             });
         }
-        let record = BaseRecord::to(topic)
+        let mut record = BaseRecord::to(topic)
             .partition(partition)
             .key(key)
             .payload(value)
             .headers(h)
             .timestamp(timestamp);
-        self.producer
-            .send(record)
-            .map_err(|(e, _)| e)
-            .expect("produce");
+        // A full local queue means "wait for acks", not failure.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
+                    if Instant::now() < deadline =>
+                {
+                    record = back;
+                    self.producer.poll(Duration::from_millis(10));
+                }
+                Err((e, _)) => panic!("produce to {topic}: {e}"),
+            }
+        }
     }
 
     /// Waits until everything produced so far is acked.
