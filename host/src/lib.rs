@@ -9,6 +9,7 @@
 //! - [`flow`]: one source -> target flow: discovery, replication, offset syncs, heartbeats.
 //! - [`formats`]: MM2's OffsetSync, Checkpoint and Heartbeat records, byte for byte.
 //! - [`kafka`]: rdkafka clients and the admin operations kmirror uses.
+//! - [`metrics`]: Prometheus metrics from the flows' counters.
 //! - [`policy`]: the role traits the host uses — topic filter, group filter, replication
 //!   policy, config-property filter — implemented by native built-ins and by components.
 //! - [`status`]: the `/health` and `/status` HTTP endpoint.
@@ -22,6 +23,7 @@ pub mod daemon;
 pub mod flow;
 pub mod formats;
 pub mod kafka;
+pub mod metrics;
 pub mod plugin;
 pub mod policy;
 pub mod status;

@@ -1,5 +1,6 @@
-//! The status endpoint: `GET /health` (200 when every flow runs, else 503) and
-//! `GET /status` (every flow's mirrored topics, problems and counters, as JSON).
+//! The status endpoint: `GET /health` (200 when every flow runs, else 503),
+//! `GET /status` (every flow's mirrored topics, problems and counters, as JSON) and
+//! `GET /metrics` (Prometheus, OpenMetrics text).
 
 use crate::flow::FlowStats;
 use std::sync::Arc;
@@ -63,9 +64,18 @@ pub fn serve(listen: &str, flows: Vec<Arc<FlowStats>>) -> Result<StatusServer, S
                         )
                     }
                     "/status" => json(200, &serde_json::json!({ "flows": flows_json })),
+                    "/metrics" => {
+                        let body = crate::metrics::render(&flows);
+                        let mut response = tiny_http::Response::from_data(body.into_bytes());
+                        if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", crate::metrics::CONTENT_TYPE) {
+                            response = response.with_header(h);
+                        }
+                        let _ = request.respond(response);
+                        continue;
+                    }
                     _ => json(
                         404,
-                        &serde_json::json!({ "error": "not found; try /health or /status" }),
+                        &serde_json::json!({ "error": "not found; try /health, /status or /metrics" }),
                     ),
                 };
                 let _ = request.respond(response);

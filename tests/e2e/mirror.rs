@@ -266,6 +266,15 @@ replication_policy = { plugin = "prod_prefix.wasm" }"#;
     assert_eq!(kmirror.stop(), Some(0));
 }
 
+fn http_text(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    Some(text.split("\r\n\r\n").nth(1)?.to_string())
+}
+
 fn http_get(addr: &str, path: &str) -> Option<(u16, serde_json::Value)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).ok()?;
@@ -320,6 +329,19 @@ fn status_reports_mirrored_topics_and_syncs_can_live_on_the_target() {
     wait_for("records counted", T, || {
         (http_get(&addr, "/status")?.1["flows"][0]["records"].as_u64()? >= 6).then_some(())
     });
+
+    // Prometheus metrics, labelled by flow.
+    let metrics = http_text(&addr, "/metrics").expect("metrics");
+    let records: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("kmirror_records_total{flow=\"primary->backup\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no records counter in:\n{metrics}"));
+    assert!(records >= 6, "{metrics}");
+    assert!(
+        metrics.contains("kmirror_mirrored_topics{flow=\"primary->backup\"} 2"),
+        "{metrics}"
+    );
 
     // Offset syncs on the target, as configured.
     assert!(
