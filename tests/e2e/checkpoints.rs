@@ -164,6 +164,27 @@ fn kmirror_cli(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
+/// `kmirror offsets SUBCOMMAND --config CFG --flow primary->backup --group GROUP [EXTRA]`.
+fn offsets(
+    subcommand: &str,
+    cfg: &str,
+    group: &str,
+    extra: &[&str],
+) -> (Option<i32>, String, String) {
+    let mut args = vec![
+        "offsets",
+        subcommand,
+        "--config",
+        cfg,
+        "--flow",
+        "primary->backup",
+        "--group",
+        group,
+    ];
+    args.extend_from_slice(extra);
+    kmirror_cli(&args)
+}
+
 fn config(dir: &Path, primary: &str, backup: &str, sync: bool) -> std::path::PathBuf {
     let extra = format!(
         "emit_checkpoints_interval = \"500ms\"\nrefresh_groups_interval = \"500ms\"\nsync_group_offsets = {sync}\nsync_group_offsets_interval = \"500ms\"\noffset_lag_max = 1000\n"
@@ -248,17 +269,7 @@ fn groups_fail_over_to_exactly_the_next_record() {
 
     // offsets translate: what RemoteClusterUtils.translateOffsets returns.
     let cfg_s = cfg.to_str().expect("path");
-    let (code, out, err) = kmirror_cli(&[
-        "offsets",
-        "translate",
-        "--config",
-        cfg_s,
-        "--flow",
-        "primary->backup",
-        "--group",
-        "app",
-        "--json",
-    ]);
+    let (code, out, err) = offsets("translate", cfg_s, "app", &["--json"]);
     assert_eq!(code, Some(0), "{err}");
     let rows: serde_json::Value = serde_json::from_str(&out).expect("json");
     for (p, _) in positions {
@@ -276,33 +287,14 @@ fn groups_fail_over_to_exactly_the_next_record() {
 
     // failover: a dry run commits nothing; --apply commits; a consumer on the target then
     // reads exactly the next record.
-    let (code, out, err) = kmirror_cli(&[
-        "offsets",
-        "failover",
-        "--config",
-        cfg_s,
-        "--flow",
-        "primary->backup",
-        "--group",
-        "app",
-    ]);
+    let (code, out, err) = offsets("failover", cfg_s, "app", &[]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("dry run"), "{out}");
     assert!(
         committed(&backup.addr, "app", "primary.orders", 2).is_empty(),
         "dry run commits nothing"
     );
-    let (code, out, err) = kmirror_cli(&[
-        "offsets",
-        "failover",
-        "--config",
-        cfg_s,
-        "--flow",
-        "primary->backup",
-        "--group",
-        "app",
-        "--apply",
-    ]);
+    let (code, out, err) = offsets("failover", cfg_s, "app", &["--apply"]);
     assert_eq!(code, Some(0), "{out}{err}");
     let on_target = committed(&backup.addr, "app", "primary.orders", 2);
     for (p, _) in positions {
