@@ -59,7 +59,7 @@ fn main() {
     let config = write_config(dir.path(), &primary.addr, &backup.addr, extra);
     let started = Instant::now();
     // SAFETY: set before the child starts; read by the child only.
-    unsafe { std::env::set_var("KMIRROR_LOG", "info,kmirror::flow::checkpointer=debug") };
+    unsafe { std::env::set_var("KMIRROR_LOG", "info,kmirror::flow::checkpoints=debug") };
     let mut kmirror = Kmirror::start(&config, &dir.path().join("kmirror.log"));
     let dst = Client::new(&backup.addr);
     let target = groups() * PARTITIONS as usize;

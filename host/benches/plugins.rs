@@ -6,10 +6,8 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kmirror::plugin::cache::{CacheOutcome, ComponentCache};
-use kmirror::plugin::{
-    Config, Limits, Plugin, PluginComponent, PluginHost, PluginSource, Role, builtin,
-};
-use kmirror::policy::{RoleHandle, TopicFilter};
+use kmirror::plugin::{Limits, Plugin, PluginComponent, PluginHost, PluginSource, builtin};
+use kmirror::policy::{Config, TopicFilter};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,28 +30,18 @@ fn topic_names() -> Vec<String> {
         .collect()
 }
 
-fn topic_filter(handle: RoleHandle) -> Arc<dyn TopicFilter> {
-    match handle {
-        RoleHandle::TopicFilter(f) => f,
-        _ => unreachable!("not a topic filter"),
-    }
-}
-
 fn decisions(c: &mut Criterion) {
     let host = PluginHost::new(Limits::default(), None).expect("host");
     let names = topic_names();
-    let native = topic_filter(
+    let native: Arc<dyn TopicFilter> =
         Plugin::Builtin(builtin::find("default-topic-filter").expect("builtin"))
-            .instantiate(Role::TopicFilter, &Config::new())
-            .expect("native"),
-    );
-    let wasm = |path: PathBuf| {
-        topic_filter(
-            Plugin::open(&host, &PluginSource::File(path))
-                .expect("plugin")
-                .instantiate(Role::TopicFilter, &Config::new())
-                .expect("instance"),
-        )
+            .topic_filter(&Config::new())
+            .expect("native");
+    let wasm = |path: PathBuf| -> Arc<dyn TopicFilter> {
+        Plugin::open(&host, &PluginSource::File(path))
+            .expect("plugin")
+            .topic_filter(&Config::new())
+            .expect("instance")
     };
     let filters = [
         ("native", native),

@@ -6,7 +6,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kmirror::flow::offset_syncs::OffsetSyncWriter;
-use kmirror::flow::sync_store::{Mm2Syncs, OffsetSyncStore};
+use kmirror::flow::offset_syncs::store::{Mm2Syncs, OffsetSyncStore};
 use std::hint::black_box;
 
 /// A partition of `n` transactional records: 9 records, then a commit marker (a gap).

@@ -2,13 +2,24 @@
 //!
 //! Parsing is strict (`deny_unknown_fields` everywhere, typed durations); [`load`] then
 //! validates the whole file and reports *every* problem at once, each naming the file,
-//! line, column and key. Plugins are loaded and role-checked here, so `kmirror validate`
-//! catches a wrong plugin without connecting to any cluster.
+//! line, column and key. Plugins are loaded, role-checked and configured here, so
+//! `kmirror validate` catches a wrong plugin without connecting to any cluster; each flow's
+//! settings come out typed and in range ([`FlowSettings`]).
+//!
+//! - `model`: the file's shape and defaults;
+//! - [`validate`]: loading, cluster and flow checks;
+//! - `slots`: the four plugin slots of a flow;
+//! - `settings`: a flow's validated runtime settings;
+//! - `errors`: located errors.
 
+mod errors;
 mod model;
+mod settings;
+mod slots;
 pub mod validate;
 
+pub use errors::{ConfigError, ConfigErrors};
 pub use model::*;
-pub use validate::{
-    ConfigError, ConfigErrors, LoadedConfig, ResolvedFlow, ResolvedSlot, load, load_str,
-};
+pub use settings::{CheckpointSettings, FlowSettings, SettingError};
+pub use slots::SlotSources;
+pub use validate::{LoadedConfig, ResolvedFlow, load, load_str};

@@ -1,9 +1,11 @@
 //! The daemon: runs every flow of a configuration until the shutdown future resolves, then
-//! stops them gracefully (stop fetching, finish in-flight produces, store progress).
+//! stops them gracefully (stop fetching, finish in-flight produces, store progress). A
+//! flow that fails stops the daemon with an error: it exits non-zero, never silently.
 
 use crate::config::LoadedConfig;
-use crate::flow::FlowStats;
-use crate::flow::supervisor::{self, FlowError};
+use crate::flow::FlowError;
+use crate::flow::supervisor;
+use crate::flow::telemetry::FlowTelemetry;
 use std::future::Future;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -11,16 +13,19 @@ use tokio_util::sync::CancellationToken;
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    /// A flow could not start.
+    /// A flow could not start, or failed.
     #[error(transparent)]
     Flow(#[from] FlowError),
+    /// A flow's task panicked outside the flow's own watch.
+    #[error("flow task panicked: {0}")]
+    Panic(String),
     /// The status endpoint could not listen.
     #[error("status endpoint: {0}")]
     Status(String),
 }
 
-/// Runs `config`'s flows until `shutdown` resolves. A flow that cannot start stops all of
-/// them and is returned as the error.
+/// Runs `config`'s flows until `shutdown` resolves. A flow that cannot start or fails
+/// stops all of them and is returned as the error.
 pub async fn run(
     config: LoadedConfig,
     shutdown: impl Future<Output = ()>,
@@ -29,8 +34,8 @@ pub async fn run(
         .flows
         .into_iter()
         .map(|f| {
-            let stats = Arc::new(FlowStats::new(&f.name));
-            (f, stats)
+            let telemetry = Arc::new(FlowTelemetry::new(&f.name));
+            (f, telemetry)
         })
         .collect();
     let all_stats = flows.iter().map(|(_, s)| s.clone()).collect();
@@ -47,7 +52,7 @@ pub async fn run(
     let mut tasks = tokio::task::JoinSet::new();
     for (flow, stats) in flows {
         tracing::info!(flow = %flow.name, source = ?flow.source, target = ?flow.target,
-            topic_filter = %flow.topic_filter.source, replication_policy = %flow.replication_policy.source,
+            topic_filter = %flow.slots.topic_filter, replication_policy = %flow.slots.replication_policy,
             "configured flow");
         tasks.spawn(supervisor::run(Arc::new(flow), stats, token.clone()));
     }
@@ -65,18 +70,16 @@ pub async fn run(
                 Some(Ok(Ok(()))) => {}
                 Some(Ok(Err(e))) => {
                     tracing::error!(error = %e, "flow failed; stopping every flow");
-                    failure.get_or_insert(e);
+                    failure.get_or_insert(DaemonError::Flow(e));
                     token.cancel();
                 }
                 Some(Err(e)) => {
                     tracing::error!(error = %e, "flow task panicked; stopping every flow");
+                    failure.get_or_insert(DaemonError::Panic(e.to_string()));
                     token.cancel();
                 }
             }
         }
     }
-    match failure {
-        Some(e) => Err(e.into()),
-        None => Ok(()),
-    }
+    failure.map_or(Ok(()), Err)
 }

@@ -3,20 +3,30 @@
 //!
 //! # Layout
 //!
-//! - [`cli`]: the `kmirror` command line (clap) and its subcommands.
-//! - [`config`]: the TOML configuration, strict validation with file:line errors.
-//! - [`daemon`]: `run(config, shutdown)`: every flow until shutdown, then a graceful stop.
-//! - [`flow`]: one source -> target flow: discovery, replication, offset syncs, heartbeats.
+//! From the bottom up; a module imports only from the layers below it.
+//!
+//! - [`policy`]: the plugin contract as the host sees it — the four roles (topic filter,
+//!   group filter, replication policy, config-property filter), their traits,
+//!   [`policy::PluginError`], MM2's native implementations, and a flow's
+//!   [`policy::FlowRoles`].
 //! - [`formats`]: MM2's OffsetSync, Checkpoint and Heartbeat records, byte for byte.
-//! - [`kafka`]: rdkafka clients and the admin operations kmirror uses.
-//! - [`metrics`]: Prometheus metrics from the flows' counters.
-//! - [`policy`]: the role traits the host uses — topic filter, group filter, replication
-//!   policy, config-property filter — implemented by native built-ins and by components.
-//! - [`status`]: the `/health` and `/status` HTTP endpoint.
-//! - [`plugin`]: the WebAssembly runtime: engine and limits, compile cache, component
-//!   loading and role detection, per-role instances, built-ins, and the `plugin check`,
-//!   `plugin eval` and `plugin new` logic.
+//! - [`plugin`]: the WebAssembly runtime — engine and limits, compile cache, component
+//!   loading and role detection, per-role instances — and the native built-ins.
+//! - [`kafka`]: rdkafka clients, the admin operations kmirror uses, and the internal-topic
+//!   writer and reader.
+//! - [`authoring`]: tools for plugin authors: the conformance suite (`plugin check`),
+//!   `plugin eval` and the `plugin new` scaffold.
+//! - [`config`]: the TOML configuration, strict validation with file:line errors, and each
+//!   flow's validated settings.
+//! - [`flow`]: one source -> target flow, one MM2 concept per module: `discovery`,
+//!   `replication`, `offset_syncs`, `checkpoints`, `group_sync`, `heartbeats`; the plugin
+//!   facade, telemetry, and the supervisor that wires them.
+//! - [`metrics`], [`status`]: `/metrics` (Prometheus) and `/health` + `/status`, rendered
+//!   from the flows' telemetry.
+//! - [`daemon`]: `run(config, shutdown)`: every flow until shutdown, then a graceful stop.
+//! - [`cli`]: the `kmirror` command line (clap) and its subcommands.
 
+pub mod authoring;
 pub mod cli;
 pub mod config;
 pub mod daemon;

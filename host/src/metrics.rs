@@ -1,14 +1,14 @@
-//! Prometheus metrics (OpenMetrics text), rendered from every flow's counters at scrape time.
+//! Prometheus metrics (OpenMetrics text), rendered at scrape time from every flow's
+//! telemetry: each [`Counter`] as `kmirror_<name>_total{flow}`, plus gauges.
 
-use crate::flow::FlowStats;
+use crate::flow::telemetry::{Counter, FlowTelemetry};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::counter::Counter as PromCounter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FlowLabel {
@@ -19,67 +19,23 @@ struct FlowLabel {
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Every flow's counters in the OpenMetrics text format (`kmirror_*`).
-pub fn render(flows: &[Arc<FlowStats>]) -> String {
+pub fn render(flows: &[Arc<FlowTelemetry>]) -> String {
     let mut registry = Registry::with_prefix("kmirror");
-    let counters: [(&str, &str, fn(&FlowStats) -> u64); 9] = [
-        ("records", "Records mirrored (acked by the target)", |f| {
-            f.records.load(Ordering::Relaxed)
-        }),
-        ("bytes", "Key and value bytes mirrored", |f| {
-            f.bytes.load(Ordering::Relaxed)
-        }),
-        ("offset_syncs", "Offset syncs written", |f| {
-            f.syncs.load(Ordering::Relaxed)
-        }),
-        ("heartbeats", "Heartbeats written", |f| {
-            f.heartbeats.load(Ordering::Relaxed)
-        }),
-        ("checkpoints", "Checkpoints written", |f| {
-            f.checkpoints.load(Ordering::Relaxed)
-        }),
-        (
-            "group_offset_syncs",
-            "Group offsets committed to the target",
-            |f| f.group_syncs.load(Ordering::Relaxed),
-        ),
-        (
-            "active_target_groups_skipped",
-            "Group offset syncs skipped: the target group was active",
-            |f| f.active_groups_skipped.load(Ordering::Relaxed),
-        ),
-        (
-            "malformed_offset_syncs",
-            "Malformed offset-sync records skipped",
-            |f| f.malformed_syncs.load(Ordering::Relaxed),
-        ),
-        ("errors", "Errors (Kafka, plugins), each also logged", |f| {
-            f.errors.load(Ordering::Relaxed)
-        }),
-    ];
-    for (name, help, value) in counters {
-        let family = Family::<FlowLabel, Counter>::default();
+    let label = |f: &FlowTelemetry| FlowLabel {
+        flow: f.flow.clone(),
+    };
+    for counter in Counter::ALL {
+        let family = Family::<FlowLabel, PromCounter>::default();
         for f in flows {
-            family
-                .get_or_create(&FlowLabel {
-                    flow: f.flow.clone(),
-                })
-                .inc_by(value(f));
+            family.get_or_create(&label(f)).inc_by(f.count(counter));
         }
-        registry.register(name, help, family);
+        registry.register(counter.name(), counter.help(), family);
     }
     let mirrored = Family::<FlowLabel, Gauge>::default();
     for f in flows {
-        let n = f
-            .status
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .mirrored
-            .len();
         mirrored
-            .get_or_create(&FlowLabel {
-                flow: f.flow.clone(),
-            })
-            .set(n as i64);
+            .get_or_create(&label(f))
+            .set(f.status().mirrored.len() as i64);
     }
     registry.register("mirrored_topics", "Source topics being mirrored", mirrored);
     let mut out = String::new();
@@ -94,8 +50,8 @@ mod tests {
 
     #[test]
     fn counters_are_labelled_by_flow() {
-        let a = Arc::new(FlowStats::new("a->b"));
-        a.records.store(42, Ordering::Relaxed);
+        let a = Arc::new(FlowTelemetry::new("a->b"));
+        a.add(Counter::Records, 42);
         let text = render(&[a]);
         assert!(text.contains("# TYPE kmirror_records counter"), "{text}");
         assert!(
@@ -107,5 +63,19 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn every_counter_is_rendered_under_its_status_name() {
+        let a = Arc::new(FlowTelemetry::new("a->b"));
+        let text = render(std::slice::from_ref(&a));
+        let json = a.to_json();
+        for c in Counter::ALL {
+            assert!(
+                text.contains(&format!("kmirror_{}_total{{flow=\"a->b\"}} 0", c.name())),
+                "{text}"
+            );
+            assert_eq!(json[c.name()], 0, "{json}");
+        }
     }
 }

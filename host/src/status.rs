@@ -2,7 +2,7 @@
 //! `GET /status` (every flow's mirrored topics, problems and counters, as JSON) and
 //! `GET /metrics` (Prometheus, OpenMetrics text).
 
-use crate::flow::FlowStats;
+use crate::flow::telemetry::FlowTelemetry;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -34,7 +34,7 @@ fn json(code: u16, body: &serde_json::Value) -> tiny_http::Response<std::io::Cur
 }
 
 /// Serves the endpoint on `listen` (`host:port`) for `flows`.
-pub fn serve(listen: &str, flows: Vec<Arc<FlowStats>>) -> Result<StatusServer, String> {
+pub fn serve(listen: &str, flows: Vec<Arc<FlowTelemetry>>) -> Result<StatusServer, String> {
     let server = Arc::new(
         tiny_http::Server::http(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?,
     );

@@ -6,10 +6,8 @@ mod common;
 
 use common::{both_kinds, plugins_dir};
 use kmirror::plugin::cache::{CacheOutcome, ComponentCache};
-use kmirror::plugin::{
-    Config, Limits, Plugin, PluginComponent, PluginError, PluginHost, PluginSource, Role, TrapKind,
-};
-use kmirror::policy::{ReplicationPolicy, RoleHandle, TopicFilter};
+use kmirror::plugin::{Limits, Plugin, PluginComponent, PluginHost, PluginSource};
+use kmirror::policy::{Config, PluginError, ReplicationPolicy, Role, TopicFilter, TrapKind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,13 +25,7 @@ fn open(host: &PluginHost, path: &std::path::Path) -> Plugin {
 }
 
 fn topic_filter(host: &PluginHost, path: &std::path::Path) -> Arc<dyn TopicFilter> {
-    match open(host, path)
-        .instantiate(Role::TopicFilter, &Config::new())
-        .unwrap()
-    {
-        RoleHandle::TopicFilter(f) => f,
-        _ => unreachable!(),
-    }
+    open(host, path).topic_filter(&Config::new()).unwrap()
 }
 
 fn policy(
@@ -41,13 +33,7 @@ fn policy(
     path: &std::path::Path,
     config: &Config,
 ) -> Arc<dyn ReplicationPolicy> {
-    match open(host, path)
-        .instantiate(Role::ReplicationPolicy, config)
-        .unwrap()
-    {
-        RoleHandle::ReplicationPolicy(p) => p,
-        _ => unreachable!(),
-    }
+    open(host, path).replication_policy(config).unwrap()
 }
 
 #[test]
@@ -89,7 +75,7 @@ fn a_missing_role_is_named() {
     let host = host();
     let plugin = open(&host, &both_kinds("default_policy")[0]);
     let err = plugin
-        .instantiate(Role::TopicFilter, &Config::new())
+        .topic_filter(&Config::new())
         .err()
         .expect("no topic filter");
     assert!(
@@ -137,10 +123,7 @@ fn configuration_errors_come_back_from_the_guest() {
     for path in both_kinds("prod_prefix") {
         let plugin = open(&host, &path);
         let bad: Config = [("prefix", "x"), ("colour", "blue")].into_iter().collect();
-        let err = plugin
-            .instantiate(Role::ReplicationPolicy, &bad)
-            .err()
-            .expect("rejected");
+        let err = plugin.replication_policy(&bad).err().expect("rejected");
         assert!(
             matches!(
                 err,
@@ -311,12 +294,7 @@ fn the_compile_cache_is_reused_and_keyed_by_content() {
     }
     let reloaded = PluginComponent::load(&host, path).unwrap();
     assert_eq!(reloaded.cache_outcome(), CacheOutcome::Compiled);
-    let RoleHandle::ReplicationPolicy(p) = reloaded
-        .instantiate(Role::ReplicationPolicy, &Config::new())
-        .unwrap()
-    else {
-        unreachable!()
-    };
+    let p = reloaded.replication_policy(&Config::new()).unwrap();
     assert_eq!(p.format_remote_topic("a", "b").unwrap(), "a.b");
 }
 

@@ -3,10 +3,11 @@
 //! requests fail transiently. The replicator runs in-process; records are checked with a
 //! plain rdkafka consumer. Nothing may be lost.
 
-use kmirror::config::validate::ResolvedCluster;
-use kmirror::flow::FlowStats;
-use kmirror::flow::replicate::{self, Assignment, ReplicatorSettings};
-use kmirror::kafka::Cluster;
+use kmirror::config::StartOffset;
+use kmirror::flow::replication::{self, ReplicatorSettings};
+use kmirror::flow::telemetry::FlowTelemetry;
+use kmirror::flow::{Route, Routes};
+use kmirror::kafka::{Cluster, ClusterSettings};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -23,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 const SYNCS: &str = "mm2-offset-syncs.backup.internal";
 
 fn cluster(alias: &str, servers: String) -> Cluster {
-    Cluster::new(&ResolvedCluster {
+    Cluster::new(&ClusterSettings {
         alias: alias.into(),
         bootstrap_servers: servers,
         librdkafka: BTreeMap::new(),
@@ -77,9 +78,9 @@ fn count_ids(servers: &str, topic: &str, n: usize, timeout: Duration) -> BTreeMa
 }
 
 struct Running {
-    task: tokio::task::JoinHandle<Result<(), replicate::ReplicateError>>,
+    task: tokio::task::JoinHandle<Result<(), replication::ReplicateError>>,
     shutdown: CancellationToken,
-    _assign: watch::Sender<Assignment>,
+    _assign: watch::Sender<Routes>,
 }
 
 fn start(
@@ -96,22 +97,22 @@ fn start(
         syncs_topic: SYNCS.into(),
         offset_lag_max: 100,
         flush_interval: Duration::from_millis(200),
-        start_offset: "earliest",
+        start_offset: StartOffset::Earliest,
         max_in_flight: 500,
     };
-    let assignment: Assignment = [("orders".to_string(), ("primary.orders".to_string(), 2))].into();
+    let assignment: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
     let (tx, rx) = watch::channel(assignment);
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     let task = tokio::spawn(async move {
-        replicate::run(
+        replication::run(
             &src,
             &tgt,
             &src,
             settings,
             rx,
             stop,
-            Arc::new(FlowStats::new("primary->backup")),
+            Arc::new(FlowTelemetry::new("primary->backup")),
         )
         .await
     });

@@ -3,28 +3,23 @@
 mod common;
 
 use common::both_kinds;
-use kmirror::plugin::{Config, Limits, Plugin, PluginHost, PluginSource, Role, builtin};
-use kmirror::policy::RoleHandle;
+use kmirror::plugin::{Limits, Plugin, PluginHost, PluginSource, builtin};
+use kmirror::policy::{Config, ReplicationPolicy, Role};
 use proptest::prelude::*;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 fn host() -> &'static PluginHost {
     static HOST: OnceLock<PluginHost> = OnceLock::new();
     HOST.get_or_init(|| PluginHost::new(Limits::default(), None).expect("plugin host"))
 }
 
-fn wasm(name: &str, kind: usize, role: Role, config: &Config) -> RoleHandle {
+fn wasm(name: &str, kind: usize) -> Plugin {
     let path = both_kinds(name)[kind].clone();
-    Plugin::open(host(), &PluginSource::File(path))
-        .unwrap()
-        .instantiate(role, config)
-        .unwrap()
+    Plugin::open(host(), &PluginSource::File(path)).unwrap()
 }
 
-fn native(name: &str, role: Role, config: &Config) -> RoleHandle {
+fn native(name: &str) -> Plugin {
     Plugin::Builtin(builtin::find(name).unwrap())
-        .instantiate(role, config)
-        .unwrap()
 }
 
 /// Topic-ish names: letters, digits, `.`, `-`, `_`, with MM2-relevant shapes mixed in.
@@ -45,32 +40,80 @@ fn names() -> impl Strategy<Value = Vec<String>> {
     proptest::collection::vec(name(), 1..24)
 }
 
-struct Pair {
-    native: RoleHandle,
-    wasm: [RoleHandle; 2],
+/// A native built-in and its WASM twin, both kinds.
+struct Pair<T: ?Sized> {
+    native: Arc<T>,
+    wasm: [Arc<T>; 2],
 }
 
-fn pair(builtin: &str, plugin: &str, role: Role, config: &Config) -> Pair {
+/// A filter of any role, as the answers it gives for a list of names.
+type Filter = dyn Fn(&[String]) -> Vec<bool> + Send + Sync;
+
+fn policies(config: &[(&str, &str)], builtin: &str, plugin: &str) -> Pair<dyn ReplicationPolicy> {
+    let config: Config = config.iter().copied().collect();
+    let open = |p: Plugin| p.replication_policy(&config).unwrap();
     Pair {
-        native: native(builtin, role, config),
-        wasm: [wasm(plugin, 0, role, config), wasm(plugin, 1, role, config)],
+        native: open(native(builtin)),
+        wasm: [open(wasm(plugin, 0)), open(wasm(plugin, 1))],
     }
 }
 
-fn policies(config: &[(&str, &str)], builtin: &str, plugin: &str) -> Pair {
-    pair(
-        builtin,
-        plugin,
-        Role::ReplicationPolicy,
-        &config.iter().copied().collect(),
-    )
+/// The answers of `plugin` as a `role` filter; batch and single calls must agree.
+fn filter(plugin: Plugin, role: Role, config: &Config) -> Arc<Filter> {
+    match role {
+        Role::TopicFilter => {
+            let f = plugin.topic_filter(config).unwrap();
+            Arc::new(move |ns: &[String]| {
+                let batch = f.should_replicate_topics(ns).unwrap();
+                let single: Vec<bool> = ns
+                    .iter()
+                    .map(|n| f.should_replicate_topic(n).unwrap())
+                    .collect();
+                assert_eq!(batch, single, "batch equals single");
+                batch
+            })
+        }
+        Role::GroupFilter => {
+            let f = plugin.group_filter(config).unwrap();
+            Arc::new(move |ns: &[String]| {
+                let batch = f.should_replicate_groups(ns).unwrap();
+                let single: Vec<bool> = ns
+                    .iter()
+                    .map(|n| f.should_replicate_group(n).unwrap())
+                    .collect();
+                assert_eq!(batch, single, "batch equals single");
+                batch
+            })
+        }
+        Role::ConfigPropertyFilter => {
+            let f = plugin.config_property_filter(config).unwrap();
+            Arc::new(move |ns: &[String]| {
+                ns.iter()
+                    .flat_map(|n| {
+                        [
+                            f.should_replicate_config_property(n).unwrap(),
+                            f.should_replicate_source_default(n).unwrap(),
+                        ]
+                    })
+                    .collect()
+            })
+        }
+        Role::ReplicationPolicy => unreachable!("not a filter"),
+    }
+}
+
+fn pair(builtin: &str, plugin: &str, role: Role, config: &Config) -> Pair<Filter> {
+    Pair {
+        native: filter(native(builtin), role, config),
+        wasm: [
+            filter(wasm(plugin, 0), role, config),
+            filter(wasm(plugin, 1), role, config),
+        ],
+    }
 }
 
 /// Every replication-policy function, one value per name.
-fn policy_answers(h: &RoleHandle, a: &str, ts: &[String]) -> Vec<String> {
-    let RoleHandle::ReplicationPolicy(p) = h else {
-        unreachable!()
-    };
+fn policy_answers(p: &Arc<dyn ReplicationPolicy>, a: &str, ts: &[String]) -> Vec<String> {
     let mut out = vec![
         format!("{:?}", p.heartbeats_topic()),
         format!("{:?}", p.offset_syncs_topic(a)),
@@ -96,41 +139,8 @@ fn policy_answers(h: &RoleHandle, a: &str, ts: &[String]) -> Vec<String> {
     out
 }
 
-fn filter_answers(h: &RoleHandle, ns: &[String]) -> Vec<bool> {
-    match h {
-        RoleHandle::TopicFilter(f) => {
-            let batch = f.should_replicate_topics(ns).unwrap();
-            let single: Vec<bool> = ns
-                .iter()
-                .map(|n| f.should_replicate_topic(n).unwrap())
-                .collect();
-            assert_eq!(batch, single, "batch equals single");
-            batch
-        }
-        RoleHandle::GroupFilter(f) => {
-            let batch = f.should_replicate_groups(ns).unwrap();
-            let single: Vec<bool> = ns
-                .iter()
-                .map(|n| f.should_replicate_group(n).unwrap())
-                .collect();
-            assert_eq!(batch, single, "batch equals single");
-            batch
-        }
-        RoleHandle::ConfigPropertyFilter(f) => ns
-            .iter()
-            .flat_map(|n| {
-                [
-                    f.should_replicate_config_property(n).unwrap(),
-                    f.should_replicate_source_default(n).unwrap(),
-                ]
-            })
-            .collect(),
-        RoleHandle::ReplicationPolicy(_) => unreachable!(),
-    }
-}
-
-fn default_policies() -> &'static [Pair; 2] {
-    static P: OnceLock<[Pair; 2]> = OnceLock::new();
+fn default_policies() -> &'static [Pair<dyn ReplicationPolicy>; 2] {
+    static P: OnceLock<[Pair<dyn ReplicationPolicy>; 2]> = OnceLock::new();
     P.get_or_init(|| {
         [
             policies(&[], "default-policy", "default_policy"),
@@ -143,8 +153,8 @@ fn default_policies() -> &'static [Pair; 2] {
     })
 }
 
-fn identity_policies() -> &'static [Pair; 2] {
-    static P: OnceLock<[Pair; 2]> = OnceLock::new();
+fn identity_policies() -> &'static [Pair<dyn ReplicationPolicy>; 2] {
+    static P: OnceLock<[Pair<dyn ReplicationPolicy>; 2]> = OnceLock::new();
     P.get_or_init(|| {
         [
             policies(
@@ -157,8 +167,8 @@ fn identity_policies() -> &'static [Pair; 2] {
     })
 }
 
-fn filters() -> &'static Vec<Pair> {
-    static P: OnceLock<Vec<Pair>> = OnceLock::new();
+fn filters() -> &'static Vec<Pair<Filter>> {
+    static P: OnceLock<Vec<Pair<Filter>>> = OnceLock::new();
     P.get_or_init(|| {
         let cfg = |pairs: &[(&str, &str)]| -> Config { pairs.iter().copied().collect() };
         vec![
@@ -208,7 +218,11 @@ fn filters() -> &'static Vec<Pair> {
     })
 }
 
-fn check_policies(pairs: &[Pair], a: &str, ts: &[String]) -> Result<(), TestCaseError> {
+fn check_policies(
+    pairs: &[Pair<dyn ReplicationPolicy>],
+    a: &str,
+    ts: &[String],
+) -> Result<(), TestCaseError> {
     for p in pairs {
         let expected = policy_answers(&p.native, a, ts);
         for w in &p.wasm {
@@ -234,9 +248,9 @@ proptest! {
     #[test]
     fn filter_twins_agree(ns in names()) {
         for p in filters() {
-            let expected = filter_answers(&p.native, &ns);
+            let expected = (p.native)(&ns);
             for w in &p.wasm {
-                prop_assert_eq!(&filter_answers(w, &ns), &expected);
+                prop_assert_eq!(&w(&ns), &expected);
             }
         }
     }

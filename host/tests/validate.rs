@@ -138,3 +138,99 @@ fn run_refuses_an_invalid_config_before_connecting() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown cluster `elsewhere`"));
 }
+
+#[test]
+fn zero_durations_and_out_of_range_numbers_are_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}memory_limit_mib = 0\n\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nemit_checkpoints_interval = \"0s\"\noffset_flush_interval = \"0ms\"\nemit_heartbeats_interval = \"0s\"\nrefresh_topics_interval = \"0s\"\nreplication_factor = 0\n",
+        header(dir.path())
+    );
+    let path = write(dir.path(), &text);
+    let (code, out, err) = validate(&path);
+    assert_eq!(code, Some(2), "{out}{err}");
+    let file = path.display().to_string();
+    for (line, key) in [
+        (10, "plugins.memory_limit_mib: must be between 1 and 4096"),
+        (
+            15,
+            "flows[0].emit_checkpoints_interval: must be longer than 0",
+        ),
+        (16, "flows[0].offset_flush_interval: must be longer than 0"),
+        (
+            17,
+            "flows[0].emit_heartbeats_interval: must be longer than 0",
+        ),
+        (
+            18,
+            "flows[0].refresh_topics_interval: must be longer than 0",
+        ),
+        (
+            19,
+            "flows[0].replication_factor: must be between 1 and 32767",
+        ),
+    ] {
+        let expected = format!("{file}:{line}:1: {key}");
+        assert!(err.contains(&expected), "missing `{expected}` in:\n{err}");
+    }
+    assert!(err.contains("6 error(s)"), "{err}");
+
+    // A disabled feature's interval is not used, so it is not checked.
+    let text = format!(
+        "{}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nemit_heartbeats_enabled = false\nemit_heartbeats_interval = \"0s\"\n",
+        header(dir.path())
+    );
+    let (code, out, err) = validate(&write(dir.path(), &text));
+    assert_eq!(code, Some(0), "{out}{err}");
+}
+
+/// Runs `kmirror ARGS validate --config PATH`.
+fn validate_with(args: &[&str], path: &Path) -> (Option<i32>, String) {
+    let o = kmirror()
+        .args(args)
+        .args(["validate", "--config"])
+        .arg(path)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn cached_entries(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| d.count())
+}
+
+#[test]
+fn cache_flags_override_the_configured_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nreplication_policy = {{ plugin = \"default_policy.wasm\" }}\n",
+        header(dir.path())
+    );
+    let path = write(dir.path(), &text);
+    let configured = dir.path().join("cache");
+
+    let (code, err) = validate_with(&["--no-cache"], &path);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(cached_entries(&configured), 0, "--no-cache writes no cache");
+
+    let elsewhere = dir.path().join("elsewhere");
+    let (code, err) = validate_with(&["--cache-dir", elsewhere.to_str().unwrap()], &path);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(cached_entries(&elsewhere), 1, "--cache-dir is used");
+    assert_eq!(
+        cached_entries(&configured),
+        0,
+        "instead of the configured one"
+    );
+
+    let (code, err) = validate_with(&[], &path);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        cached_entries(&configured),
+        1,
+        "without flags: the configured cache"
+    );
+}

@@ -1,23 +1,19 @@
 //! `kmirror run` and `kmirror validate`.
 
 use crate::config;
+use crate::plugin::cache::CacheChoice;
 use std::path::Path;
 use std::process::ExitCode;
 
 /// `kmirror validate --config FILE`: everything but connecting. Exit 0 valid, 2 invalid.
-pub fn validate(path: &Path) -> ExitCode {
-    match config::load(path) {
+pub fn validate(path: &Path, cache: &CacheChoice) -> ExitCode {
+    match config::load(path, cache) {
         Ok(cfg) => {
             println!("{}: valid", path.display());
             for flow in &cfg.flows {
                 println!("flow {}:", flow.name);
-                for (slot, s) in [
-                    ("topic_filter", &flow.topic_filter),
-                    ("group_filter", &flow.group_filter),
-                    ("replication_policy", &flow.replication_policy),
-                    ("config_property_filter", &flow.config_property_filter),
-                ] {
-                    println!("  {slot:<24} {}", s.source);
+                for (slot, source) in flow.slots.all() {
+                    println!("  {slot:<24} {source}");
                 }
             }
             ExitCode::SUCCESS
@@ -31,8 +27,8 @@ pub fn validate(path: &Path) -> ExitCode {
 }
 
 /// `kmirror run --config FILE`: runs until SIGINT/SIGTERM; a second signal exits at once.
-pub fn run(path: &Path) -> ExitCode {
-    let cfg = match config::load(path) {
+pub fn run(path: &Path, cache: &CacheChoice) -> ExitCode {
+    let cfg = match config::load(path, cache) {
         Ok(cfg) => cfg,
         Err(errors) => {
             eprintln!("{errors}");

@@ -5,6 +5,7 @@ mod daemon;
 mod offsets;
 mod plugin;
 
+use crate::plugin::cache::CacheChoice;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,8 +14,9 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(name = "kmirror", version, about)]
 pub struct Cli {
-    /// Directory of compiled plugins (default: $KMIRROR_CACHE_DIR, else
-    /// $XDG_CACHE_HOME/kmirror/components, else ~/.cache/kmirror/components).
+    /// Directory of compiled plugins (default: the configuration's `[plugins] cache_dir`,
+    /// else $KMIRROR_CACHE_DIR, else $XDG_CACHE_HOME/kmirror/components, else
+    /// ~/.cache/kmirror/components).
     #[arg(long, global = true, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Compile plugins without reading or writing the cache.
@@ -50,21 +52,15 @@ pub enum Command {
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
-    let cache = if cli.no_cache {
-        None
-    } else {
-        cli.cache_dir
-            .map(kmirror_plugin_cache)
-            .or_else(crate::plugin::cache::ComponentCache::default_location)
+    let cache = match (cli.no_cache, cli.cache_dir) {
+        (true, _) => CacheChoice::Disabled,
+        (false, Some(dir)) => CacheChoice::Dir(dir),
+        (false, None) => CacheChoice::FromConfig,
     };
     match cli.command {
-        Command::Plugin(cmd) => plugin::run(cmd, cache),
-        Command::Run { config } => daemon::run(&config),
-        Command::Validate { config } => daemon::validate(&config),
-        Command::Offsets(cmd) => offsets::run(cmd),
+        Command::Plugin(cmd) => plugin::run(cmd, cache.resolve(None)),
+        Command::Run { config } => daemon::run(&config, &cache),
+        Command::Validate { config } => daemon::validate(&config, &cache),
+        Command::Offsets(cmd) => offsets::run(cmd, &cache),
     }
-}
-
-fn kmirror_plugin_cache(dir: PathBuf) -> crate::plugin::cache::ComponentCache {
-    crate::plugin::cache::ComponentCache::new(dir)
 }

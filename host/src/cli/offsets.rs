@@ -2,13 +2,13 @@
 //! the target group for a failover.
 
 use crate::config::{self, LoadedConfig};
-use crate::flow::checkpoint::{self, SyncPlan, TargetGroup};
-use crate::flow::checkpointer::read_checkpoints;
+use crate::flow::checkpoints::read_checkpoints;
+use crate::flow::group_sync::{self, SyncPlan};
+use crate::flow::plugins::FlowPlugins;
 use crate::formats::Checkpoint;
 use crate::kafka::Cluster;
-use crate::policy::RoleHandle;
+use crate::plugin::cache::CacheChoice;
 use clap::{Args, Subcommand};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -67,12 +67,12 @@ async fn open(cfg: LoadedConfig, flow: &str, group: &str) -> Result<Opened, (u8,
             format!("no flow `{flow}`; flows are: {}", names.join(", ")),
         ));
     };
-    let RoleHandle::ReplicationPolicy(policy) = &flow.replication_policy.handle else {
-        return Err((2, "the flow has no replication policy".into()));
-    };
-    let topic = policy
-        .checkpoints_topic(&flow.source.alias)
-        .map_err(|e| (1, e.to_string()))?;
+    let plugins = FlowPlugins::new(flow.roles.clone(), &flow.source.alias, &flow.target.alias);
+    let topic = plugins
+        .internal_topics()
+        .await
+        .map_err(|e| (1, e.to_string()))?
+        .checkpoints;
     let target = Cluster::new(&flow.target).map_err(|e| (1, e.to_string()))?;
     let all = read_checkpoints(&target, &topic, Duration::from_secs(30))
         .await
@@ -86,13 +86,13 @@ async fn open(cfg: LoadedConfig, flow: &str, group: &str) -> Result<Opened, (u8,
 }
 
 /// Runs an offsets subcommand.
-pub fn run(cmd: OffsetsCommand) -> ExitCode {
+pub fn run(cmd: OffsetsCommand, cache: &CacheChoice) -> ExitCode {
     let (path, flow, group) = match &cmd {
         OffsetsCommand::Translate { args, .. } | OffsetsCommand::Failover { args, .. } => {
             (args.config.clone(), args.flow.clone(), args.group.clone())
         }
     };
-    let cfg = match config::load(&path) {
+    let cfg = match config::load(&path, cache) {
         Ok(cfg) => cfg,
         Err(errors) => {
             eprintln!("{errors}");
@@ -150,43 +150,22 @@ async fn failover(o: &Opened, group: &str, apply: bool) -> ExitCode {
             &format!("no checkpoints for group {group}: nothing to fail over"),
         );
     }
-    let state = match o.target.group(group).await {
-        Ok(g) => TargetGroup::from_state(
-            g.as_ref().map(|g| g.state.as_str()),
-            g.as_ref().map_or(0, |g| g.members),
-        ),
-        Err(e) => return fail(1, &e.to_string()),
-    };
     let client = match o.target.group_client(group) {
         Ok(c) => c,
         Err(e) => return fail(1, &e.to_string()),
     };
-    let partitions: Vec<(String, i32)> = o
-        .checkpoints
-        .iter()
-        .map(|c| (c.topic.clone(), c.partition))
-        .collect();
-    let committed: BTreeMap<(String, i32), i64> =
-        match o.target.committed(&client, group, &partitions).await {
-            Ok(c) => c
-                .into_iter()
-                .map(|c| ((c.topic, c.partition), c.offset))
-                .collect(),
-            Err(e) => return fail(1, &e.to_string()),
-        };
-    let refs: Vec<&Checkpoint> = o.checkpoints.iter().collect();
+    let sync = match group_sync::prepare(&o.target, &client, group, &o.checkpoints).await {
+        Ok(s) => s,
+        Err(e) => return fail(1, &e.to_string()),
+    };
     println!(
         "{:<40} {:>9} {:>16} {:>14}",
         "target topic", "partition", "target committed", "would commit"
     );
     for c in &o.checkpoints {
-        let now = committed
-            .get(&(c.topic.clone(), c.partition))
-            .map_or("-".to_string(), |o| o.to_string());
-        let next = if committed
-            .get(&(c.topic.clone(), c.partition))
-            .is_none_or(|t| *t < c.downstream)
-        {
+        let committed = group_sync::committed_of(&sync.committed, c);
+        let now = committed.map_or("-".to_string(), |o| o.to_string());
+        let next = if group_sync::is_behind(committed, c) {
             c.downstream.to_string()
         } else {
             "(ahead, kept)".to_string()
@@ -196,7 +175,8 @@ async fn failover(o: &Opened, group: &str, apply: bool) -> ExitCode {
             c.topic, c.partition, now, next
         );
     }
-    match checkpoint::plan_group_sync(&state, &committed, &refs) {
+    let state = &sync.state;
+    match &sync.plan {
         SyncPlan::SkipActive => fail(
             1,
             &format!(
@@ -207,17 +187,15 @@ async fn failover(o: &Opened, group: &str, apply: bool) -> ExitCode {
             println!("target group {group} is up to date");
             ExitCode::SUCCESS
         }
-        SyncPlan::Commit(offsets) if apply => match o.target.commit(&client, group, &offsets).await
-        {
-            Ok(()) => {
-                println!(
-                    "committed {} partition(s) for group {group} on the target",
-                    offsets.len()
-                );
-                ExitCode::SUCCESS
+        SyncPlan::Commit(_) if apply => {
+            match group_sync::apply(&o.target, &client, group, &sync.plan).await {
+                Ok(partitions) => {
+                    println!("committed {partitions} partition(s) for group {group} on the target");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(1, &e.to_string()),
             }
-            Err(e) => fail(1, &e.to_string()),
-        },
+        }
         SyncPlan::Commit(offsets) => {
             println!(
                 "dry run: {} partition(s) would be committed; add --apply to commit",

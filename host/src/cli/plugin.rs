@@ -1,9 +1,9 @@
 //! `kmirror plugin check | eval | new | builtins`.
 
+use crate::authoring::{conformance, eval, scaffold};
 use crate::plugin::cache::ComponentCache;
-use crate::plugin::{
-    Config, Limits, Plugin, PluginHost, PluginSource, Role, builtin, conformance, eval, scaffold,
-};
+use crate::plugin::{Limits, Plugin, PluginHost, PluginSource, builtin};
+use crate::policy::{Config, PluginError, Role};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -183,9 +183,7 @@ fn eval_cmd(
             ExitCode::SUCCESS
         }
         Err(e) if e.is_usage() => fail(USAGE, &e.to_string()),
-        Err(eval::EvalError::Plugin(e @ crate::plugin::PluginError::Config { .. })) => {
-            fail(USAGE, &e.to_string())
-        }
+        Err(eval::EvalError::Plugin(e @ PluginError::Config { .. })) => fail(USAGE, &e.to_string()),
         Err(e) => fail(FAILED, &e.to_string()),
     }
 }

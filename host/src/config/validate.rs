@@ -1,131 +1,32 @@
 //! Loading and validating a configuration file; every problem is reported at once.
 
+use super::errors::{ConfigError, ConfigErrors};
 use super::model::*;
-use crate::plugin::cache::ComponentCache;
-use crate::plugin::{Config, Limits, Plugin, PluginHost, PluginSource, Role, builtin};
-use crate::policy::RoleHandle;
+use super::settings::FlowSettings;
+use super::slots::SlotSources;
+use crate::kafka::ClusterSettings;
+use crate::plugin::cache::CacheChoice;
+use crate::plugin::{Limits, PluginHost};
+use crate::policy::FlowRoles;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
-/// One problem, located in the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The config file.
-    pub file: PathBuf,
-    /// 1-based line.
-    pub line: usize,
-    /// 1-based column.
-    pub column: usize,
-    /// The key, as a dotted path (`flows[0].source`).
-    pub key: String,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: {}: {}",
-            self.file.display(),
-            self.line,
-            self.column,
-            self.key,
-            self.message
-        )
-    }
-}
-
-/// Every problem found in a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigErrors(pub Vec<ConfigError>);
-
-impl fmt::Display for ConfigErrors {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, e) in self.0.iter().enumerate() {
-            if i > 0 {
-                writeln!(f)?;
-            }
-            write!(f, "{e}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ConfigErrors {}
-
-/// A cluster, with `${ENV}` resolved.
-#[derive(Clone)]
-pub struct ResolvedCluster {
-    /// The alias.
-    pub alias: String,
-    /// `bootstrap.servers`.
-    pub bootstrap_servers: String,
-    /// librdkafka passthrough properties.
-    pub librdkafka: BTreeMap<String, String>,
-}
-
-impl fmt::Debug for ResolvedCluster {
-    /// Secrets (passwords, keys, tokens, JAAS configs) are never printed.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let props: BTreeMap<&str, &str> = self
-            .librdkafka
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str(),
-                    if is_secret_key(k) { "***" } else { v.as_str() },
-                )
-            })
-            .collect();
-        f.debug_struct("Cluster")
-            .field("alias", &self.alias)
-            .field("bootstrap_servers", &self.bootstrap_servers)
-            .field("librdkafka", &props)
-            .finish()
-    }
-}
-
-/// Whether a librdkafka property holds a secret.
-pub fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    ["password", "secret", "jaas", "token", ".key.pem", "ssl.key"]
-        .iter()
-        .any(|s| k.contains(s))
-}
-
-/// A plugin slot, resolved and instantiated.
-#[derive(Clone)]
-pub struct ResolvedSlot {
-    /// Where the implementation came from.
-    pub source: PluginSource,
-    /// Its configuration.
-    pub config: Config,
-    /// The configured implementation.
-    pub handle: RoleHandle,
-}
-
-/// A flow with its clusters and plugins resolved.
+/// A flow with its clusters, plugins and settings resolved.
 pub struct ResolvedFlow {
     /// `source->target`.
     pub name: String,
     /// The source cluster.
-    pub source: ResolvedCluster,
+    pub source: ClusterSettings,
     /// The target cluster.
-    pub target: ResolvedCluster,
-    /// The topic filter.
-    pub topic_filter: ResolvedSlot,
-    /// The group filter.
-    pub group_filter: ResolvedSlot,
-    /// The replication policy.
-    pub replication_policy: ResolvedSlot,
-    /// The config-property filter.
-    pub config_property_filter: ResolvedSlot,
-    /// The flow's settings as written.
-    pub settings: FlowConfig,
+    pub target: ClusterSettings,
+    /// The configured plugin roles.
+    pub roles: FlowRoles,
+    /// Where each role came from, for messages.
+    pub slots: SlotSources,
+    /// How the flow runs.
+    pub settings: FlowSettings,
 }
 
 /// A valid configuration, ready to run.
@@ -142,8 +43,8 @@ pub struct LoadedConfig {
     pub flows: Vec<ResolvedFlow>,
 }
 
-/// Reads and validates `path`.
-pub fn load(path: &Path) -> Result<LoadedConfig, ConfigErrors> {
+/// Reads and validates `path`; compiled plugins are cached as `cache` says.
+pub fn load(path: &Path, cache: &CacheChoice) -> Result<LoadedConfig, ConfigErrors> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         ConfigErrors(vec![ConfigError {
             file: path.to_path_buf(),
@@ -153,11 +54,15 @@ pub fn load(path: &Path) -> Result<LoadedConfig, ConfigErrors> {
             message: format!("cannot read: {e}"),
         }])
     })?;
-    load_str(&text, path)
+    load_str(&text, path, cache)
 }
 
 /// Validates `text` as if read from `path` (relative paths resolve against its directory).
-pub fn load_str(text: &str, path: &Path) -> Result<LoadedConfig, ConfigErrors> {
+pub fn load_str(
+    text: &str,
+    path: &Path,
+    cache: &CacheChoice,
+) -> Result<LoadedConfig, ConfigErrors> {
     let mut v = Validator {
         text,
         file: path.to_path_buf(),
@@ -174,24 +79,12 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedConfig, ConfigErrors> {
     };
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let plugins_dir = base.join(&parsed.plugins.dir);
-    let limits = Limits {
-        memory_bytes: parsed.plugins.memory_limit_mib << 20,
-        call_deadline: parsed.plugins.call_timeout,
-        ..Limits::default()
-    };
-    let cache = match &parsed.plugins.cache_dir {
-        Some(dir) => Some(ComponentCache::new(base.join(dir))),
-        None => ComponentCache::default_location(),
-    };
-    let plugin_host = match PluginHost::new(limits, cache) {
-        Ok(host) => host,
-        Err(e) => {
-            v.error(0..0, "plugins", &e.to_string());
-            return Err(ConfigErrors(v.errors));
-        }
+    let plugin_host = match v.plugin_host(&parsed.plugins, &base, cache) {
+        Some(host) => host,
+        None => return Err(ConfigErrors(v.errors)),
     };
 
-    let clusters: BTreeMap<String, ResolvedCluster> = parsed
+    let clusters: BTreeMap<String, ClusterSettings> = parsed
         .clusters
         .iter()
         .map(|(alias, c)| (alias.clone(), v.cluster(alias, c)))
@@ -203,7 +96,7 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedConfig, ConfigErrors> {
         v.error(0..0, "flows", "no [[flows]] are defined");
     }
 
-    let mut plugins: BTreeMap<PathBuf, Option<Plugin>> = BTreeMap::new();
+    let mut slots = super::slots::SlotLoader::new(&plugin_host, &plugins_dir);
     let mut flows = Vec::new();
     let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
     let aliases: Vec<&str> = clusters.keys().map(String::as_str).collect();
@@ -212,7 +105,7 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedConfig, ConfigErrors> {
         let flow = flow.into_inner();
         let key = |k: &str| format!("flows[{i}].{k}");
         let lookup =
-            |v: &mut Validator, name: &Spanned<String>, which: &str| -> Option<ResolvedCluster> {
+            |v: &mut Validator, name: &Spanned<String>, which: &str| -> Option<ClusterSettings> {
                 let found = clusters.get(name.get_ref()).cloned();
                 if found.is_none() {
                     let message = format!(
@@ -241,62 +134,27 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedConfig, ConfigErrors> {
                 &format!("the same source and target as flows[{first}]"),
             );
         }
-        if flow.offset_lag_max == 0 {
-            v.error(span.clone(), &key("offset_lag_max"), "must be at least 1");
-        }
-        let mut slot =
-            |v: &mut Validator, role: Role, name: &str, slot: &Option<Spanned<SlotConfig>>| {
-                v.slot(
-                    &plugin_host,
-                    &plugins_dir,
-                    &mut plugins,
-                    role,
-                    &key(name),
-                    slot,
-                    span.clone(),
-                )
-            };
-        let topic_filter = slot(
-            &mut v,
-            Role::TopicFilter,
-            "topic_filter",
-            &flow.topic_filter,
-        );
-        let group_filter = slot(
-            &mut v,
-            Role::GroupFilter,
-            "group_filter",
-            &flow.group_filter,
-        );
-        let replication_policy = slot(
-            &mut v,
-            Role::ReplicationPolicy,
-            "replication_policy",
-            &flow.replication_policy,
-        );
-        let config_property_filter = slot(
-            &mut v,
-            Role::ConfigPropertyFilter,
-            "config_property_filter",
-            &flow.config_property_filter,
-        );
-        if let (Some(source), Some(target), Some(tf), Some(gf), Some(rp), Some(cf)) = (
-            source,
-            target,
-            topic_filter,
-            group_filter,
-            replication_policy,
-            config_property_filter,
-        ) {
+        let settings = match FlowSettings::from_config(&flow) {
+            Ok(s) => Some(s),
+            Err(errors) => {
+                for e in errors {
+                    let at = v.key_span(span.clone(), e.key);
+                    v.error(at, &key(e.key), &e.message);
+                }
+                None
+            }
+        };
+        let roles = slots.flow_roles(&mut v, i, &flow, span.clone());
+        if let (Some(source), Some(target), Some((roles, sources)), Some(settings)) =
+            (source, target, roles, settings)
+        {
             flows.push(ResolvedFlow {
                 name: format!("{}->{}", source.alias, target.alias),
                 source,
                 target,
-                topic_filter: tf,
-                group_filter: gf,
-                replication_policy: rp,
-                config_property_filter: cf,
-                settings: flow,
+                roles,
+                slots: sources,
+                settings,
             });
         }
     }
@@ -334,14 +192,17 @@ const RESERVED: [&str; 6] = [
     "isolation.level",
 ];
 
-struct Validator<'a> {
+/// The largest memory cap a plugin instance may be given, in MiB (wasm32's address space).
+const MAX_MEMORY_LIMIT_MIB: usize = 4096;
+
+pub(super) struct Validator<'a> {
     text: &'a str,
     file: PathBuf,
-    errors: Vec<ConfigError>,
+    pub(super) errors: Vec<ConfigError>,
 }
 
 impl Validator<'_> {
-    fn error(&mut self, span: Range<usize>, key: &str, message: &str) {
+    pub(super) fn error(&mut self, span: Range<usize>, key: &str, message: &str) {
         let before = &self.text[..span.start.min(self.text.len())];
         let line = before.matches('\n').count() + 1;
         let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
@@ -354,8 +215,92 @@ impl Validator<'_> {
         });
     }
 
+    /// Where `key = ...` is written in the table that starts at `table.start` (up to the
+    /// next table header); `table` itself if the key is not written there.
+    fn key_span(&self, table: Range<usize>, key: &str) -> Range<usize> {
+        let start = table.start.min(self.text.len());
+        let mut offset = start;
+        for (i, line) in self.text[start..].split_inclusive('\n').enumerate() {
+            let trimmed = line.trim_start();
+            if i > 0 && trimmed.starts_with('[') {
+                break;
+            }
+            let bare = trimmed.strip_prefix(key);
+            let quoted = trimmed
+                .strip_prefix('"')
+                .and_then(|t| t.strip_prefix(key))
+                .and_then(|t| t.strip_prefix('"'));
+            if let Some(rest) = bare.or(quoted) {
+                if rest.trim_start().starts_with('=') {
+                    let at = offset + (line.len() - trimmed.len());
+                    return at..at + key.len();
+                }
+            }
+            offset += line.len();
+        }
+        table
+    }
+
+    /// Where the table with `header` starts (the file's start if it has none).
+    fn table_start(&self, header: &str) -> Range<usize> {
+        let at = self
+            .text
+            .match_indices(header)
+            .find(|(i, _)| *i == 0 || self.text[..*i].ends_with('\n'))
+            .map_or(0, |(i, _)| i);
+        at..at
+    }
+
+    /// The plugin runtime `[plugins]` describes.
+    fn plugin_host(
+        &mut self,
+        plugins: &PluginsConfig,
+        base: &Path,
+        cache: &CacheChoice,
+    ) -> Option<PluginHost> {
+        let section = 0..0;
+        let mut ok = true;
+        // `[plugins]` is not spanned: its keys are found by name in the file.
+        if plugins.memory_limit_mib == 0 || plugins.memory_limit_mib > MAX_MEMORY_LIMIT_MIB {
+            let at = self.key_span(self.table_start("[plugins]"), "memory_limit_mib");
+            self.error(
+                at,
+                "plugins.memory_limit_mib",
+                &format!("must be between 1 and {MAX_MEMORY_LIMIT_MIB}"),
+            );
+            ok = false;
+        }
+        if plugins.call_timeout.is_zero() {
+            let at = self.key_span(self.table_start("[plugins]"), "call_timeout");
+            self.error(
+                at,
+                "plugins.call_timeout",
+                "must be longer than 0 (e.g. \"1s\", \"200ms\")",
+            );
+            ok = false;
+        }
+        // Invalid limits are reported; the rest is still checked, with the defaults.
+        let limits = if ok {
+            Limits {
+                memory_bytes: plugins.memory_limit_mib << 20,
+                call_deadline: plugins.call_timeout,
+                ..Limits::default()
+            }
+        } else {
+            Limits::default()
+        };
+        let configured = plugins.cache_dir.as_ref().map(|d| base.join(d));
+        match PluginHost::new(limits, cache.resolve(configured)) {
+            Ok(host) => Some(host),
+            Err(e) => {
+                self.error(section, "plugins", &e.to_string());
+                None
+            }
+        }
+    }
+
     /// Replaces `${NAME}` with the environment variable (`$$` is a literal `$`).
-    fn substitute(&mut self, value: &str, span: Range<usize>, key: &str) -> String {
+    pub(super) fn substitute(&mut self, value: &str, span: Range<usize>, key: &str) -> String {
         let mut out = String::with_capacity(value.len());
         let mut rest = value;
         while let Some(pos) = rest.find('$') {
@@ -392,7 +337,7 @@ impl Validator<'_> {
         out
     }
 
-    fn cluster(&mut self, alias: &str, c: &Spanned<ClusterConfig>) -> ResolvedCluster {
+    fn cluster(&mut self, alias: &str, c: &Spanned<ClusterConfig>) -> ClusterSettings {
         let key = format!("clusters.{alias}");
         let c_ref = c.get_ref();
         let servers = &c_ref.bootstrap_servers;
@@ -434,111 +379,10 @@ impl Validator<'_> {
                 self.substitute(value.get_ref(), value.span(), &prop_key),
             );
         }
-        ResolvedCluster {
+        ClusterSettings {
             alias: alias.to_string(),
             bootstrap_servers,
             librdkafka,
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn slot(
-        &mut self,
-        host: &PluginHost,
-        dir: &Path,
-        plugins: &mut BTreeMap<PathBuf, Option<Plugin>>,
-        role: Role,
-        key: &str,
-        slot: &Option<Spanned<SlotConfig>>,
-        flow_span: Range<usize>,
-    ) -> Option<ResolvedSlot> {
-        let (span, cfg) = match slot {
-            Some(s) => (s.span(), s.get_ref().clone()),
-            None => (
-                flow_span,
-                SlotConfig {
-                    builtin: Some(builtin::default_for(role).name.into()),
-                    plugin: None,
-                    config: BTreeMap::new(),
-                },
-            ),
-        };
-        let config: Config = cfg
-            .config
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    self.substitute(v, span.clone(), &format!("{key}.config.{k}")),
-                )
-            })
-            .collect();
-        let (source, plugin) = match (&cfg.builtin, &cfg.plugin) {
-            (Some(_), Some(_)) | (None, None) => {
-                self.error(
-                    span,
-                    key,
-                    "give exactly one of `builtin = NAME` or `plugin = FILE`",
-                );
-                return None;
-            }
-            (Some(name), None) => match builtin::find(name) {
-                Ok(b) if b.role == role => {
-                    (PluginSource::Builtin(name.clone()), Plugin::Builtin(b))
-                }
-                Ok(b) => {
-                    self.error(
-                        span,
-                        key,
-                        &format!("built-in `{name}` is a {}, not a {role}", b.role),
-                    );
-                    return None;
-                }
-                Err(e) => {
-                    self.error(span, key, &e.to_string());
-                    return None;
-                }
-            },
-            (None, Some(file)) => {
-                let path = dir.join(file);
-                let entry = plugins.entry(path.clone()).or_insert_with(|| None);
-                if entry.is_none() {
-                    match Plugin::open(host, &PluginSource::File(path.clone())) {
-                        Ok(p) => *entry = Some(p),
-                        Err(e) => {
-                            self.error(span, key, &e.to_string());
-                            return None;
-                        }
-                    }
-                }
-                let Some(plugin) = entry.take() else {
-                    return None;
-                };
-                let result = plugin.instantiate(role, &config);
-                *entry = Some(plugin);
-                return match result {
-                    Ok(handle) => Some(ResolvedSlot {
-                        source: PluginSource::File(path),
-                        config,
-                        handle,
-                    }),
-                    Err(e) => {
-                        self.error(span, key, &e.to_string());
-                        None
-                    }
-                };
-            }
-        };
-        match plugin.instantiate(role, &config) {
-            Ok(handle) => Some(ResolvedSlot {
-                source,
-                config,
-                handle,
-            }),
-            Err(e) => {
-                self.error(span, key, &e.to_string());
-                None
-            }
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The native built-ins: MM2's default policies and filters, by the names users give them.
 
-use super::{Config, PluginError, Role};
-use crate::policy::{Native, RoleHandle};
+use crate::policy::{
+    Config, ConfigPropertyFilter, GroupFilter, Native, PluginError, ReplicationPolicy, Role,
+    TopicFilter,
+};
 use kmirror_mm2::{
     Configure, DefaultConfigPropertyFilter, DefaultGroupFilter, DefaultReplicationPolicy,
     DefaultTopicFilter, IdentityReplicationPolicy,
@@ -17,8 +19,6 @@ pub struct Builtin {
     pub role: Role,
     /// What it is, in one line.
     pub summary: &'static str,
-    /// Builds it from its configuration.
-    pub build: fn(&Config) -> Result<RoleHandle, String>,
 }
 
 /// Every built-in.
@@ -27,53 +27,106 @@ pub static BUILTINS: [Builtin; 5] = [
         name: "default-policy",
         role: Role::ReplicationPolicy,
         summary: "MM2's DefaultReplicationPolicy: <source>.<topic>",
-        build: |c| {
-            Ok(RoleHandle::ReplicationPolicy(Arc::new(Native(
-                DefaultReplicationPolicy::configure(c)?,
-            ))))
-        },
     },
     Builtin {
         name: "identity-policy",
         role: Role::ReplicationPolicy,
         summary: "MM2's IdentityReplicationPolicy: topics keep their names",
-        build: |c| {
-            Ok(RoleHandle::ReplicationPolicy(Arc::new(Native(
-                IdentityReplicationPolicy::configure(c)?,
-            ))))
-        },
     },
     Builtin {
         name: "default-topic-filter",
         role: Role::TopicFilter,
         summary: "MM2's DefaultTopicFilter: `topics` minus `topics.exclude`",
-        build: |c| {
-            Ok(RoleHandle::TopicFilter(Arc::new(Native(
-                DefaultTopicFilter::configure(c)?,
-            ))))
-        },
     },
     Builtin {
         name: "default-group-filter",
         role: Role::GroupFilter,
         summary: "MM2's DefaultGroupFilter: `groups` minus `groups.exclude`",
-        build: |c| {
-            Ok(RoleHandle::GroupFilter(Arc::new(Native(
-                DefaultGroupFilter::configure(c)?,
-            ))))
-        },
     },
     Builtin {
         name: "default-config-property-filter",
         role: Role::ConfigPropertyFilter,
         summary: "MM2's DefaultConfigPropertyFilter: all but `config.properties.exclude`",
-        build: |c| {
-            Ok(RoleHandle::ConfigPropertyFilter(Arc::new(Native(
-                DefaultConfigPropertyFilter::configure(c)?,
-            ))))
-        },
     },
 ];
+
+/// Builds a built-in of one role from its name and configuration; `None` if no built-in of
+/// that role has the name.
+pub(crate) type Constructor<T> = fn(&str, &Config) -> Option<Result<Arc<T>, String>>;
+
+/// The topic filter built-ins.
+pub(crate) fn topic_filter(name: &str, c: &Config) -> Option<Result<Arc<dyn TopicFilter>, String>> {
+    match name {
+        "default-topic-filter" => {
+            Some(DefaultTopicFilter::configure(c).map(|b| Arc::new(Native(b)) as _))
+        }
+        _ => None,
+    }
+}
+
+/// The group filter built-ins.
+pub(crate) fn group_filter(name: &str, c: &Config) -> Option<Result<Arc<dyn GroupFilter>, String>> {
+    match name {
+        "default-group-filter" => {
+            Some(DefaultGroupFilter::configure(c).map(|b| Arc::new(Native(b)) as _))
+        }
+        _ => None,
+    }
+}
+
+/// The replication policy built-ins.
+pub(crate) fn replication_policy(
+    name: &str,
+    c: &Config,
+) -> Option<Result<Arc<dyn ReplicationPolicy>, String>> {
+    match name {
+        "default-policy" => {
+            Some(DefaultReplicationPolicy::configure(c).map(|b| Arc::new(Native(b)) as _))
+        }
+        "identity-policy" => {
+            Some(IdentityReplicationPolicy::configure(c).map(|b| Arc::new(Native(b)) as _))
+        }
+        _ => None,
+    }
+}
+
+/// The config-property filter built-ins.
+pub(crate) fn config_property_filter(
+    name: &str,
+    c: &Config,
+) -> Option<Result<Arc<dyn ConfigPropertyFilter>, String>> {
+    match name {
+        "default-config-property-filter" => {
+            Some(DefaultConfigPropertyFilter::configure(c).map(|b| Arc::new(Native(b)) as _))
+        }
+        _ => None,
+    }
+}
+
+impl Builtin {
+    /// This built-in configured as `role`, built by `constructor` (the role's table).
+    pub(crate) fn configured<T: ?Sized>(
+        &self,
+        role: Role,
+        config: &Config,
+        constructor: Constructor<T>,
+    ) -> Result<Arc<T>, PluginError> {
+        let plugin = format!("builtin:{}", self.name);
+        match constructor(self.name, config) {
+            Some(Ok(built)) => Ok(built),
+            Some(Err(message)) => Err(PluginError::Config {
+                plugin,
+                role,
+                message,
+            }),
+            None => Err(PluginError::MissingRole {
+                plugin,
+                role,
+                exports: self.role.to_string(),
+            }),
+        }
+    }
+}
 
 /// The built-in called `name`.
 pub fn find(name: &str) -> Result<&'static Builtin, PluginError> {
@@ -107,6 +160,7 @@ pub fn default_for(role: Role) -> &'static Builtin {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugin::Plugin;
 
     #[test]
     fn every_role_has_a_default_and_names_are_unique() {
@@ -123,17 +177,44 @@ mod tests {
         );
     }
 
+    /// Configures `b` as its own role.
+    fn build(b: &'static Builtin, config: &Config) -> Result<(), PluginError> {
+        let plugin = Plugin::Builtin(b);
+        match b.role {
+            Role::TopicFilter => plugin.topic_filter(config).map(drop),
+            Role::GroupFilter => plugin.group_filter(config).map(drop),
+            Role::ReplicationPolicy => plugin.replication_policy(config).map(drop),
+            Role::ConfigPropertyFilter => plugin.config_property_filter(config).map(drop),
+        }
+    }
+
     #[test]
     fn builtins_build_and_reject_bad_config() {
         for b in &BUILTINS {
-            assert!((b.build)(&Config::new()).is_ok(), "{}", b.name);
+            assert!(build(b, &Config::new()).is_ok(), "{}", b.name);
             let bad: Config = [("no.such.key", "x")].into_iter().collect();
-            let err = (b.build)(&bad).err().unwrap_or_default();
+            let err = build(b, &bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(
                 err.contains("unknown key `no.such.key`"),
                 "{}: {err}",
                 b.name
             );
         }
+    }
+
+    #[test]
+    fn a_builtin_has_only_its_own_role() {
+        let err = Plugin::Builtin(find("default-policy").unwrap())
+            .topic_filter(&Config::new())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("does not export the topic-filter role"),
+            "{err}"
+        );
     }
 }

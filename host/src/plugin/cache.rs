@@ -22,6 +22,33 @@ pub enum CacheOutcome {
     Compiled,
 }
 
+/// Where compiled components are cached, as the command line chose.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum CacheChoice {
+    /// The configuration's `[plugins] cache_dir` if it has one, else the user's cache
+    /// directory ([`ComponentCache::default_location`]).
+    #[default]
+    FromConfig,
+    /// This directory (`--cache-dir`), whatever the configuration says.
+    Dir(PathBuf),
+    /// No cache (`--no-cache`).
+    Disabled,
+}
+
+impl CacheChoice {
+    /// The cache to use, given the configuration's `cache_dir` (already resolved against
+    /// the configuration file's directory).
+    pub fn resolve(&self, configured: Option<PathBuf>) -> Option<ComponentCache> {
+        match self {
+            CacheChoice::Disabled => None,
+            CacheChoice::Dir(dir) => Some(ComponentCache::new(dir.clone())),
+            CacheChoice::FromConfig => configured
+                .map(ComponentCache::new)
+                .or_else(ComponentCache::default_location),
+        }
+    }
+}
+
 /// A directory of compiled components.
 #[derive(Debug, Clone)]
 pub struct ComponentCache {

@@ -1,15 +1,16 @@
 //! Loading a component file: compile (or read from the cache), check its imports can be
 //! satisfied, and detect the roles it exports.
 
+use super::PluginHost;
 use super::bindings::{config_property_filter, group_filter, replication_policy, topic_filter};
 use super::cache::CacheOutcome;
 use super::engine::HostState;
-use super::instance::RoleInstance;
-use super::{Config, PluginError, PluginHost, Role};
-use crate::policy::RoleHandle;
+use super::instance::{RoleGuest, RoleInstance};
+use crate::policy::{
+    Config, ConfigPropertyFilter, GroupFilter, PluginError, ReplicationPolicy, Role, TopicFilter,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use wasmtime::component::{Component, InstancePre};
 
 /// The `kmirror:plugin` versions this host speaks: `0.1.x`.
@@ -22,7 +23,6 @@ pub struct PluginComponent {
     roles: Vec<Role>,
     loaded: Arc<Loaded>,
     cache_outcome: CacheOutcome,
-    load_time: Duration,
 }
 
 /// What every instance of a component shares.
@@ -76,7 +76,6 @@ impl PluginComponent {
 
     /// Loads a component from `bytes`; `path` names it in messages.
     pub fn from_bytes(host: &PluginHost, path: &Path, bytes: &[u8]) -> Result<Self, PluginError> {
-        let started = Instant::now();
         let compile_error = |message: String| PluginError::Compile {
             path: path.to_path_buf(),
             message,
@@ -122,7 +121,6 @@ impl PluginComponent {
                 name,
             }),
             cache_outcome,
-            load_time: started.elapsed(),
         })
     }
 
@@ -141,17 +139,11 @@ impl PluginComponent {
         self.cache_outcome
     }
 
-    /// How long loading took.
-    pub fn load_time(&self) -> Duration {
-        self.load_time
-    }
-
-    /// A new instance, configured with `config`, playing `role`.
-    pub fn instantiate(&self, role: Role, config: &Config) -> Result<RoleHandle, PluginError> {
-        if !self.roles.contains(&role) {
+    fn role_instance<G: RoleGuest>(&self, config: &Config) -> Result<RoleInstance<G>, PluginError> {
+        if !self.roles.contains(&G::ROLE) {
             return Err(PluginError::MissingRole {
                 plugin: self.loaded.name.clone(),
-                role,
+                role: G::ROLE,
                 exports: self
                     .roles
                     .iter()
@@ -160,30 +152,37 @@ impl PluginComponent {
                     .join(", "),
             });
         }
-        let loaded = self.loaded.clone();
-        let config = config.entries().to_vec();
-        Ok(match role {
-            Role::TopicFilter => {
-                RoleHandle::TopicFilter(Arc::new(RoleInstance::<topic_filter::Guest>::new(
-                    loaded, config,
-                )?))
-            }
-            Role::GroupFilter => {
-                RoleHandle::GroupFilter(Arc::new(RoleInstance::<group_filter::Guest>::new(
-                    loaded, config,
-                )?))
-            }
-            Role::ReplicationPolicy => {
-                RoleHandle::ReplicationPolicy(Arc::new(
-                    RoleInstance::<replication_policy::Guest>::new(loaded, config)?,
-                ))
-            }
-            Role::ConfigPropertyFilter => {
-                RoleHandle::ConfigPropertyFilter(Arc::new(RoleInstance::<
-                    config_property_filter::Guest,
-                >::new(loaded, config)?))
-            }
-        })
+        RoleInstance::new(self.loaded.clone(), config.entries().to_vec())
+    }
+
+    /// A new instance playing the topic-filter role, configured with `config`.
+    pub fn topic_filter(&self, config: &Config) -> Result<Arc<dyn TopicFilter>, PluginError> {
+        Ok(Arc::new(self.role_instance::<topic_filter::Guest>(config)?))
+    }
+
+    /// A new instance playing the group-filter role, configured with `config`.
+    pub fn group_filter(&self, config: &Config) -> Result<Arc<dyn GroupFilter>, PluginError> {
+        Ok(Arc::new(self.role_instance::<group_filter::Guest>(config)?))
+    }
+
+    /// A new instance playing the replication-policy role, configured with `config`.
+    pub fn replication_policy(
+        &self,
+        config: &Config,
+    ) -> Result<Arc<dyn ReplicationPolicy>, PluginError> {
+        Ok(Arc::new(
+            self.role_instance::<replication_policy::Guest>(config)?,
+        ))
+    }
+
+    /// A new instance playing the config-property-filter role, configured with `config`.
+    pub fn config_property_filter(
+        &self,
+        config: &Config,
+    ) -> Result<Arc<dyn ConfigPropertyFilter>, PluginError> {
+        Ok(Arc::new(
+            self.role_instance::<config_property_filter::Guest>(config)?,
+        ))
     }
 }
 

@@ -1,8 +1,8 @@
 //! The one place wasmtime is configured: engine settings, per-instance limits, the epoch
 //! ticker that enforces call deadlines, and the WASI context that grants nothing.
 
-use super::PluginError;
 use super::cache::ComponentCache;
+use crate::policy::PluginError;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use std::sync::Arc;
@@ -217,12 +217,6 @@ impl PluginHost {
             cache,
             stop_ticker,
         })))
-    }
-
-    /// A host with default limits and the default cache directory (no cache if there is
-    /// no usable home or cache directory).
-    pub fn with_defaults() -> Result<Self, PluginError> {
-        Self::new(Limits::default(), ComponentCache::default_location())
     }
 
     /// The limits every instance gets.

@@ -8,8 +8,9 @@
 use super::bindings::{config_property_filter, group_filter, replication_policy, topic_filter};
 use super::component::Loaded;
 use super::engine::{HostState, MemoryLimitExceeded};
-use super::{PluginError, Role, TrapKind};
-use crate::policy::{ConfigPropertyFilter, GroupFilter, ReplicationPolicy, TopicFilter};
+use crate::policy::{
+    ConfigPropertyFilter, GroupFilter, PluginError, ReplicationPolicy, Role, TopicFilter, TrapKind,
+};
 use std::sync::{Arc, Mutex, PoisonError};
 use wasmtime::Store;
 use wasmtime::component::{Instance, InstancePre};

@@ -1,77 +1,29 @@
-//! Plugins: WebAssembly components and native built-ins behind the traits of
+//! The plugin runtime: WebAssembly components and native built-ins behind the traits of
 //! [`crate::policy`].
 //!
 //! - [`engine`]: the one place wasmtime is configured — engine, limits, epoch ticker, and
 //!   the WASI context that grants nothing.
 //! - [`cache`]: compiled components on disk, keyed by content hash and engine settings.
 //! - [`component`]: loading a component file and detecting its roles.
-//! - [`instance`]: a long-lived, configured instance per role, re-created after a trap.
+//! - `instance`: a long-lived, configured instance per role, re-created after a trap.
 //! - [`builtin`]: the native built-ins (MM2's defaults) by name.
-//! - [`conformance`], [`eval`], [`scaffold`]: what `kmirror plugin check|eval|new` do.
 
 mod bindings;
 pub mod builtin;
 pub mod cache;
 pub mod component;
-pub mod conformance;
 pub mod engine;
-mod error;
-pub mod eval;
 mod instance;
-pub mod scaffold;
 
 pub use component::PluginComponent;
 pub use engine::{Limits, PluginHost};
-pub use error::{PluginError, TrapKind};
-pub use kmirror_mm2::Config;
 
-use crate::policy::RoleHandle;
+use crate::policy::{
+    Config, ConfigPropertyFilter, GroupFilter, PluginError, ReplicationPolicy, Role, TopicFilter,
+};
 use std::fmt;
 use std::path::PathBuf;
-
-/// The roles a plugin can play.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Role {
-    /// `kmirror:plugin/topic-filter`.
-    TopicFilter,
-    /// `kmirror:plugin/group-filter`.
-    GroupFilter,
-    /// `kmirror:plugin/replication-policy`.
-    ReplicationPolicy,
-    /// `kmirror:plugin/config-property-filter`.
-    ConfigPropertyFilter,
-}
-
-impl Role {
-    /// Every role, in WIT order.
-    pub const ALL: [Role; 4] = [
-        Role::TopicFilter,
-        Role::GroupFilter,
-        Role::ReplicationPolicy,
-        Role::ConfigPropertyFilter,
-    ];
-
-    /// The WIT interface name: `topic-filter`, ...
-    pub fn wit_name(self) -> &'static str {
-        match self {
-            Role::TopicFilter => "topic-filter",
-            Role::GroupFilter => "group-filter",
-            Role::ReplicationPolicy => "replication-policy",
-            Role::ConfigPropertyFilter => "config-property-filter",
-        }
-    }
-
-    /// The role named `name` (its WIT name).
-    pub fn from_wit_name(name: &str) -> Option<Role> {
-        Role::ALL.into_iter().find(|r| r.wit_name() == name)
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.wit_name())
-    }
-}
+use std::sync::Arc;
 
 /// Where a role implementation comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,25 +79,6 @@ impl Plugin {
         }
     }
 
-    /// A configured implementation of `role`.
-    pub fn instantiate(&self, role: Role, config: &Config) -> Result<RoleHandle, PluginError> {
-        match self {
-            Plugin::Builtin(b) if b.role == role => {
-                (b.build)(config).map_err(|message| PluginError::Config {
-                    plugin: format!("builtin:{}", b.name),
-                    role,
-                    message,
-                })
-            }
-            Plugin::Builtin(b) => Err(PluginError::MissingRole {
-                plugin: format!("builtin:{}", b.name),
-                role,
-                exports: b.role.to_string(),
-            }),
-            Plugin::Component(c) => c.instantiate(role, config),
-        }
-    }
-
     /// How the plugin is named in messages.
     pub fn name(&self) -> String {
         match self {
@@ -153,19 +86,55 @@ impl Plugin {
             Plugin::Component(c) => c.path().display().to_string(),
         }
     }
+
+    /// A configured topic filter.
+    pub fn topic_filter(&self, config: &Config) -> Result<Arc<dyn TopicFilter>, PluginError> {
+        match self {
+            Plugin::Builtin(b) => b.configured(Role::TopicFilter, config, builtin::topic_filter),
+            Plugin::Component(c) => c.topic_filter(config),
+        }
+    }
+
+    /// A configured group filter.
+    pub fn group_filter(&self, config: &Config) -> Result<Arc<dyn GroupFilter>, PluginError> {
+        match self {
+            Plugin::Builtin(b) => b.configured(Role::GroupFilter, config, builtin::group_filter),
+            Plugin::Component(c) => c.group_filter(config),
+        }
+    }
+
+    /// A configured replication policy.
+    pub fn replication_policy(
+        &self,
+        config: &Config,
+    ) -> Result<Arc<dyn ReplicationPolicy>, PluginError> {
+        match self {
+            Plugin::Builtin(b) => {
+                b.configured(Role::ReplicationPolicy, config, builtin::replication_policy)
+            }
+            Plugin::Component(c) => c.replication_policy(config),
+        }
+    }
+
+    /// A configured config-property filter.
+    pub fn config_property_filter(
+        &self,
+        config: &Config,
+    ) -> Result<Arc<dyn ConfigPropertyFilter>, PluginError> {
+        match self {
+            Plugin::Builtin(b) => b.configured(
+                Role::ConfigPropertyFilter,
+                config,
+                builtin::config_property_filter,
+            ),
+            Plugin::Component(c) => c.config_property_filter(config),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn role_names_round_trip() {
-        for role in Role::ALL {
-            assert_eq!(Role::from_wit_name(role.wit_name()), Some(role));
-        }
-        assert_eq!(Role::from_wit_name("nope"), None);
-    }
 
     #[test]
     fn sources_parse() {

@@ -1,8 +1,13 @@
 use super::*;
+use crate::plugin::PluginSource;
 use std::time::Duration;
 
 fn load(text: &str) -> Result<LoadedConfig, ConfigErrors> {
-    load_str(text, Path::new("/etc/kmirror/kmirror.toml"))
+    load_str(
+        text,
+        Path::new("/etc/kmirror/kmirror.toml"),
+        &CacheChoice::Disabled,
+    )
 }
 
 fn errors(text: &str) -> Vec<String> {
@@ -47,17 +52,12 @@ replication_factor = 1
         flow.settings.refresh_topics_interval,
         Duration::from_millis(500)
     );
+    assert_eq!(flow.settings.heartbeats, Some(Duration::from_secs(1)));
     assert_eq!(
-        flow.settings.emit_heartbeats_interval,
-        Duration::from_secs(1)
-    );
-    assert_eq!(
-        flow.replication_policy.source,
+        flow.slots.replication_policy,
         PluginSource::Builtin("default-policy".into())
     );
-    let RoleHandle::TopicFilter(f) = &flow.topic_filter.handle else {
-        panic!()
-    };
+    let f = &flow.roles.topic_filter;
     assert!(f.should_replicate_topic("orders-eu").unwrap());
     assert!(!f.should_replicate_topic("orders.tmp").unwrap());
     assert!(!f.should_replicate_topic("shipping").unwrap());

@@ -1,12 +1,13 @@
-//! Discovery as pure functions: which source topics are mirrored under which names
-//! ([`decide`]), and what to do about it given both clusters' snapshots ([`plan`]).
+//! Discovery's rules as pure functions: which source topics are mirrored under which
+//! names ([`decide`]), and what to do about it given both clusters' snapshots ([`plan`]).
 
-use crate::plugin::PluginError;
-use crate::policy::{ReplicationPolicy, TopicFilter};
+use crate::flow::plugins::Aliases;
+use crate::flow::{Route, Routes};
+use crate::policy::{FlowRoles, PluginError, ReplicationPolicy, TopicFilter};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Topic name -> partition count.
-pub type Snapshot = BTreeMap<String, i32>;
+/// Topic name -> partition count, as a cluster lists them.
+pub type Snapshot = crate::kafka::TopicPartitions;
 
 /// Whether a source topic is mirrored, and as what.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +97,21 @@ pub fn decide_all(
         .collect()
 }
 
+/// [`decide_all`] over a flow's roles: the batch rule discovery hands the plugin facade.
+pub fn decide_with(
+    roles: &FlowRoles,
+    aliases: &Aliases,
+    topics: &[String],
+) -> Result<BTreeMap<String, Decision>, PluginError> {
+    decide_all(
+        topics,
+        &*roles.topic_filter,
+        &*roles.replication_policy,
+        &aliases.source,
+        &aliases.target,
+    )
+}
+
 /// One thing to do on the target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -163,19 +179,19 @@ pub enum Problem {
 pub struct Plan {
     /// Target changes, in order.
     pub actions: Vec<Action>,
-    /// Source topic -> (target topic, partitions to replicate) once the actions are done.
-    pub mirror: BTreeMap<String, (String, i32)>,
+    /// What is mirrored once the actions are done.
+    pub mirror: Routes,
     /// What to report.
     pub problems: Vec<Problem>,
 }
 
 /// Plans a pass from the source and target snapshots, the decisions for the source
-/// topics, and what was mirrored on the previous pass (source -> (target, partitions)).
+/// topics, and what was mirrored on the previous pass.
 pub fn plan(
     source: &Snapshot,
     target: &Snapshot,
     decisions: &BTreeMap<String, Decision>,
-    previous: &BTreeMap<String, (String, i32)>,
+    previous: &Routes,
 ) -> Plan {
     let mut plan = Plan::default();
     let mut by_target: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -216,29 +232,53 @@ pub fn plan(
             }),
             Some(_) => {}
         }
-        if let Some((_, before)) = previous
-            .get(topic)
-            .filter(|(_, before)| *before > partitions)
-        {
+        if let Some(before) = previous.get(topic).filter(|r| r.partitions > partitions) {
             plan.problems.push(Problem::SourceShrank {
                 source: topic.to_string(),
-                from: *before,
+                from: before.partitions,
                 to: partitions,
             });
         }
         plan.mirror
-            .insert(topic.to_string(), (target_name.to_string(), partitions));
+            .insert(topic.to_string(), Route::new(target_name, partitions));
     }
     let now: BTreeSet<&String> = source.keys().collect();
-    for (topic, (target_name, _)) in previous {
+    for (topic, route) in previous {
         if !now.contains(topic) {
             plan.problems.push(Problem::SourceVanished {
                 source: topic.clone(),
-                target: target_name.clone(),
+                target: route.target.clone(),
             });
         }
     }
     plan
+}
+
+/// A problem in words, for logs and `/status`.
+pub fn describe(problem: &Problem) -> String {
+    match problem {
+        Problem::Collision { target, sources } => {
+            format!(
+                "source topics {} all map to target topic {target}; none of them is mirrored",
+                sources.join(", ")
+            )
+        }
+        Problem::SourceVanished { source, target } => {
+            format!("source topic {source} vanished; target topic {target} is kept")
+        }
+        Problem::SourceShrank { source, from, to } => {
+            format!(
+                "source topic {source} shrank from {from} to {to} partitions; the target keeps its partitions"
+            )
+        }
+        Problem::TargetLarger {
+            target,
+            source_partitions,
+            target_partitions,
+        } => format!(
+            "target topic {target} has {target_partitions} partitions, more than the source's {source_partitions}"
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! The plugin boundary's error type: wasmtime errors are converted here and nowhere else.
+//! The error a plugin load or call ends in. The runtime converts wasmtime's errors into it
+//! at its boundary (`plugin::instance`), so nothing above sees wasmtime.
 
 use super::Role;
 use std::path::PathBuf;

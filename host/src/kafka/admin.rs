@@ -1,31 +1,13 @@
-//! Kafka clients (rdkafka): one place builds every client config, and wraps the admin
-//! operations kmirror needs with errors that name the cluster, operation and topic.
+//! The admin operations kmirror uses: topics and their partitions and configs, consumer
+//! groups and their committed offsets. Each error names the cluster, the operation and the
+//! topic or group.
 
-use crate::config::validate::ResolvedCluster;
-use crate::flow::discovery::Snapshot;
-use rdkafka::ClientConfig;
-use rdkafka::admin::{
-    AdminClient, AdminOptions, NewPartitions, NewTopic, ResourceSpecifier, TopicReplication,
-};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, StreamConsumer};
+use super::{Cluster, KafkaError, REQUEST_TIMEOUT, TopicPartitions};
+use rdkafka::admin::{AdminOptions, NewPartitions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// A Kafka operation that failed.
-#[derive(Debug, thiserror::Error)]
-#[error("cluster {cluster}: {operation}: {message}")]
-pub struct KafkaError {
-    /// The cluster alias.
-    pub cluster: String,
-    /// What was being done, naming the topic where there is one.
-    pub operation: String,
-    /// librdkafka's message.
-    pub message: String,
-}
 
 /// A topic config entry as the source reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,94 +51,17 @@ pub struct TopicSpec {
     pub name: String,
     /// Its partition count.
     pub partitions: i32,
-    /// Its replication factor (-1: the broker's default).
-    pub replication_factor: i32,
+    /// Its replication factor (`None`: the broker's default).
+    pub replication_factor: Option<i32>,
     /// Topic configs.
     pub configs: Vec<(String, String)>,
 }
 
-/// How long metadata and admin requests may take.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// One cluster's clients.
-#[derive(Clone)]
-pub struct Cluster {
-    /// Its alias.
-    pub alias: String,
-    config: ClientConfig,
-    admin: Arc<AdminClient<DefaultClientContext>>,
-}
-
 impl Cluster {
-    /// Builds the clients (librdkafka connects lazily).
-    pub fn new(cluster: &ResolvedCluster) -> Result<Self, KafkaError> {
-        let mut config = ClientConfig::new();
-        config.set("bootstrap.servers", &cluster.bootstrap_servers);
-        config.set("client.id", format!("kmirror-{}", cluster.alias));
-        for (k, v) in &cluster.librdkafka {
-            config.set(k, v);
-        }
-        let admin = config.create().map_err(|e| KafkaError {
-            cluster: cluster.alias.clone(),
-            operation: "create admin client".into(),
-            message: e.to_string(),
-        })?;
-        Ok(Cluster {
-            alias: cluster.alias.clone(),
-            config,
-            admin: Arc::new(admin),
-        })
-    }
-
-    fn error(&self, operation: impl Into<String>, message: impl ToString) -> KafkaError {
-        KafkaError {
-            cluster: self.alias.clone(),
-            operation: operation.into(),
-            message: message.to_string(),
-        }
-    }
-
-    /// A producer with kmirror's delivery settings (idempotent, acks=all) plus `extra`.
-    pub fn producer(&self, extra: &[(&str, &str)]) -> Result<FutureProducer, KafkaError> {
-        let mut config = self.config.clone();
-        config
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("linger.ms", "5")
-            .set("compression.type", "none");
-        for (k, v) in extra {
-            config.set(*k, *v);
-        }
-        config
-            .create()
-            .map_err(|e| self.error("create producer", e))
-    }
-
-    /// A consumer in `group` that never commits or stores offsets by itself.
-    pub fn consumer(
-        &self,
-        group: &str,
-        extra: &[(&str, &str)],
-    ) -> Result<StreamConsumer, KafkaError> {
-        let mut config = self.config.clone();
-        config
-            .set("group.id", group)
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("enable.partition.eof", "false")
-            .set("isolation.level", "read_committed");
-        for (k, v) in extra {
-            config.set(*k, *v);
-        }
-        config
-            .create()
-            .map_err(|e| self.error(format!("create consumer for group {group}"), e))
-    }
-
     /// Every topic with its partition count (topics the broker reports an error for are
     /// left out).
-    pub async fn topics(&self) -> Result<Snapshot, KafkaError> {
-        let admin = self.admin.clone();
+    pub async fn topics(&self) -> Result<TopicPartitions, KafkaError> {
+        let admin = self.admin().clone();
         let metadata = tokio::task::spawn_blocking(move || {
             admin.inner().fetch_metadata(None, REQUEST_TIMEOUT)
         })
@@ -182,7 +87,7 @@ impl Cluster {
                 let mut n = NewTopic::new(
                     &t.name,
                     t.partitions,
-                    TopicReplication::Fixed(t.replication_factor),
+                    TopicReplication::Fixed(t.replication_factor.unwrap_or(-1)),
                 );
                 for (k, v) in &t.configs {
                     n = n.set(k, v);
@@ -191,7 +96,7 @@ impl Cluster {
             })
             .collect();
         let opts = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
-        match self.admin.create_topics(new.iter(), &opts).await {
+        match self.admin().create_topics(new.iter(), &opts).await {
             Err(e) => topics
                 .iter()
                 .map(|t| {
@@ -221,7 +126,7 @@ impl Cluster {
         let new = NewPartitions::new(topic, count as usize);
         let opts = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
         let results = self
-            .admin
+            .admin()
             .create_partitions([&new], &opts)
             .await
             .map_err(|e| self.error(op(), e))?;
@@ -236,7 +141,7 @@ impl Cluster {
         let op = || format!("describe configs of {topic}");
         let opts = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
         let results = self
-            .admin
+            .admin()
             .describe_configs([&ResourceSpecifier::Topic(topic)], &opts)
             .await
             .map_err(|e| self.error(op(), e))?;
@@ -256,6 +161,28 @@ impl Cluster {
         Ok(entries)
     }
 
+    /// Creates a single-partition compacted internal topic if it does not exist.
+    pub async fn ensure_internal_topic(
+        &self,
+        name: &str,
+        replication_factor: Option<i32>,
+    ) -> Result<(), KafkaError> {
+        if self.topics().await?.contains_key(name) {
+            return Ok(());
+        }
+        let spec = TopicSpec {
+            name: name.to_string(),
+            partitions: 1,
+            replication_factor,
+            configs: vec![("cleanup.policy".into(), "compact".into())],
+        };
+        self.create_topics(&[spec])
+            .await
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect::<Result<(), _>>()
+    }
+
     /// Every consumer group of the cluster.
     pub async fn groups(&self) -> Result<Vec<GroupInfo>, KafkaError> {
         self.group_list(None).await
@@ -271,7 +198,7 @@ impl Cluster {
     }
 
     async fn group_list(&self, name: Option<&str>) -> Result<Vec<GroupInfo>, KafkaError> {
-        let admin = self.admin.clone();
+        let admin = self.admin().clone();
         let name = name.map(str::to_string);
         let list = tokio::task::spawn_blocking(move || {
             admin
@@ -296,11 +223,7 @@ impl Cluster {
     /// A client acting for consumer group `group` (to read or write its committed offsets;
     /// it never joins the group).
     pub fn group_client(&self, group: &str) -> Result<Arc<BaseConsumer>, KafkaError> {
-        let mut config = self.config.clone();
-        config
-            .set("group.id", group)
-            .set("enable.auto.commit", "false");
-        config
+        self.config_with(&[("group.id", group), ("enable.auto.commit", "false")])
             .create()
             .map(Arc::new)
             .map_err(|e| self.error(format!("create a client for group {group}"), e))
@@ -318,11 +241,12 @@ impl Cluster {
             tpl.add_partition(t, *p);
         }
         let client = client.clone();
+        let op = || format!("read committed offsets of group {group}");
         let result =
             tokio::task::spawn_blocking(move || client.committed_offsets(tpl, REQUEST_TIMEOUT))
                 .await
-                .map_err(|e| self.error(format!("read committed offsets of group {group}"), e))?
-                .map_err(|e| self.error(format!("read committed offsets of group {group}"), e))?;
+                .map_err(|e| self.error(op(), e))?
+                .map_err(|e| self.error(op(), e))?;
         Ok(result
             .elements()
             .iter()
@@ -352,103 +276,10 @@ impl Cluster {
                 .map_err(|e| self.error("commit", e))?;
         }
         let client = client.clone();
+        let op = || format!("commit offsets of group {group}");
         tokio::task::spawn_blocking(move || client.commit(&tpl, CommitMode::Sync))
             .await
-            .map_err(|e| self.error(format!("commit offsets of group {group}"), e))?
-            .map_err(|e| self.error(format!("commit offsets of group {group}"), e))
-    }
-
-    /// A consumer reading `topic` partition 0 from the beginning, outside any group, and
-    /// the topic's end offset when it started.
-    pub async fn reader(&self, topic: &str) -> Result<(StreamConsumer, i64), KafkaError> {
-        let mut config = self.config.clone();
-        config
-            .set("group.id", format!("kmirror-reader-{topic}"))
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("enable.partition.eof", "false");
-        let consumer: StreamConsumer = config
-            .create()
-            .map_err(|e| self.error(format!("read {topic}"), e))?;
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, 0, Offset::Beginning)
-            .map_err(|e| self.error(format!("read {topic}"), e))?;
-        consumer
-            .assign(&tpl)
-            .map_err(|e| self.error(format!("read {topic}"), e))?;
-        let t = topic.to_string();
-        let (consumer, high) = tokio::task::spawn_blocking(move || {
-            let high = consumer
-                .fetch_watermarks(&t, 0, REQUEST_TIMEOUT)
-                .map(|(_, h)| h);
-            (consumer, high)
-        })
-        .await
-        .map_err(|e| self.error(format!("end offset of {topic}"), e))?;
-        let high = high.map_err(|e| self.error(format!("end offset of {topic}"), e))?;
-        Ok((consumer, high))
-    }
-
-    /// Creates a single-partition compacted internal topic if it does not exist.
-    pub async fn ensure_internal_topic(
-        &self,
-        name: &str,
-        replication_factor: i32,
-    ) -> Result<(), KafkaError> {
-        if self.topics().await?.contains_key(name) {
-            return Ok(());
-        }
-        let spec = TopicSpec {
-            name: name.to_string(),
-            partitions: 1,
-            replication_factor,
-            configs: vec![("cleanup.policy".into(), "compact".into())],
-        };
-        self.create_topics(&[spec])
-            .await
-            .into_iter()
-            .map(|(_, r)| r)
-            .collect::<Result<(), _>>()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::BTreeMap;
-
-    fn cluster(props: &[(&str, &str)]) -> Result<Cluster, KafkaError> {
-        Cluster::new(&ResolvedCluster {
-            alias: "a".into(),
-            bootstrap_servers: "127.0.0.1:1".into(),
-            librdkafka: props
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<BTreeMap<_, _>>(),
-        })
-    }
-
-    #[test]
-    fn tls_and_sasl_scram_are_built_in() {
-        assert!(cluster(&[("security.protocol", "SSL")]).is_ok());
-        let r = cluster(&[
-            ("security.protocol", "SASL_SSL"),
-            ("sasl.mechanism", "SCRAM-SHA-512"),
-            ("sasl.username", "u"),
-            ("sasl.password", "p"),
-        ]);
-        assert!(r.is_ok(), "{:?}", r.err());
-    }
-
-    #[test]
-    fn bad_librdkafka_properties_are_named() {
-        let err = cluster(&[("no.such.property", "1")])
-            .err()
-            .expect("rejected")
-            .to_string();
-        assert!(
-            err.contains("cluster a") && err.contains("no.such.property"),
-            "{err}"
-        );
+            .map_err(|e| self.error(op(), e))?
+            .map_err(|e| self.error(op(), e))
     }
 }

@@ -1,6 +1,7 @@
-//! The data plane: consume the assigned source partitions, produce each record to the
-//! same partition of its target topic (key, value, headers and timestamp preserved), and
-//! count a source offset as done only once the target acked it.
+//! Replication, the data plane (MM2's `MirrorSourceTask`): consume the routed source
+//! partitions, produce each record to the same partition of its target topic (key, value,
+//! headers and timestamp preserved), and count a source offset as done only once the
+//! target acked it.
 //!
 //! Progress is stored as the committed offsets of the flow's own consumer group on the
 //! source cluster (`kmirror.<source>.<target>`), committed only up to acked records: a
@@ -8,26 +9,26 @@
 //! bounded: at most `max_in_flight` records are unacknowledged, and a full producer queue
 //! pauses consumption. After each ack the offset-sync writer decides whether to emit.
 
-use super::offset_syncs::{MARKER_HEADER, OffsetSyncWriter, TopicPartition};
-use crate::flow::FlowStats;
-use crate::kafka::Cluster;
-use futures::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
+use super::Routes;
+use super::offset_syncs::sender::SyncSender;
+use super::offset_syncs::{OffsetSyncWriter, TopicPartition};
+use super::telemetry::{Counter, FlowTelemetry};
+use crate::config::StartOffset;
+use crate::kafka::internal::InternalWriter;
+use crate::kafka::{Cluster, delivered};
+use futures::stream::{FuturesOrdered, StreamExt};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{BorrowedMessage, Header, Message, OwnedHeaders};
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-
-/// Source topic -> (target topic, number of partitions to replicate).
-pub type Assignment = BTreeMap<String, (String, i32)>;
 
 /// Settings of one replicator.
 #[derive(Debug, Clone)]
@@ -42,14 +43,12 @@ pub struct ReplicatorSettings {
     pub offset_lag_max: u64,
     /// Delayed syncs are flushed and progress committed this often.
     pub flush_interval: Duration,
-    /// Where a partition without stored progress starts: `earliest` or `latest`.
-    pub start_offset: &'static str,
+    /// Where a partition without stored progress starts.
+    pub start_offset: StartOffset,
     /// Unacknowledged records at most.
     pub max_in_flight: usize,
 }
 
-/// Offset syncs in flight at most (only the newest pending one per partition matters).
-const MAX_SYNCS_IN_FLIGHT: usize = 8;
 /// How long a graceful stop waits for in-flight records.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -91,15 +90,13 @@ pub enum ReplicateError {
 struct State {
     settings: ReplicatorSettings,
     producer: FutureProducer,
-    syncs_producer: FutureProducer,
     routes: HashMap<String, (Arc<str>, i32)>,
     in_flight: FuturesOrdered<AckFuture>,
-    syncs_in_flight: FuturesUnordered<AckFuture>,
-    writer: OffsetSyncWriter,
+    syncs: SyncSender,
     acked: HashMap<TopicPartition, i64>,
     dirty: HashSet<TopicPartition>,
     failed: Option<ReplicateError>,
-    stats: Arc<FlowStats>,
+    telemetry: Arc<FlowTelemetry>,
 }
 
 /// Runs until `shutdown` (then drains, stores progress and returns `Ok`) or until a
@@ -109,14 +106,18 @@ pub async fn run(
     target: &Cluster,
     syncs_cluster: &Cluster,
     settings: ReplicatorSettings,
-    mut assignment: watch::Receiver<Assignment>,
+    mut assignment: watch::Receiver<Routes>,
     shutdown: CancellationToken,
-    stats: Arc<FlowStats>,
+    telemetry: Arc<FlowTelemetry>,
 ) -> Result<(), ReplicateError> {
+    let reset = match settings.start_offset {
+        StartOffset::Earliest => "earliest",
+        StartOffset::Latest => "latest",
+    };
     let consumer = source.consumer(
         &settings.progress_group,
         &[
-            ("auto.offset.reset", settings.start_offset),
+            ("auto.offset.reset", reset),
             ("queued.max.messages.kbytes", "32768"),
         ],
     )?;
@@ -125,19 +126,21 @@ pub async fn run(
         ("queue.buffering.max.kbytes", "65536"),
     ];
     let producer = target.producer(&queue)?;
-    let syncs_producer = syncs_cluster.producer(&[])?;
+    let syncs = SyncSender::new(
+        OffsetSyncWriter::new(settings.offset_lag_max, session_id()),
+        InternalWriter::new(syncs_cluster, &settings.syncs_topic)?,
+        telemetry.clone(),
+    );
     let mut s = State {
-        writer: OffsetSyncWriter::new(settings.offset_lag_max, session_id()),
         settings,
         producer,
-        syncs_producer,
         routes: HashMap::new(),
         in_flight: FuturesOrdered::new(),
-        syncs_in_flight: FuturesUnordered::new(),
+        syncs,
         acked: HashMap::new(),
         dirty: HashSet::new(),
         failed: None,
-        stats,
+        telemetry,
     };
     let mut flush = tokio::time::interval(s.settings.flush_interval);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -156,14 +159,13 @@ pub async fn run(
                 s.apply_assignment(&consumer, &next)?;
             }
             Some(ack) = s.in_flight.next(), if !s.in_flight.is_empty() => s.on_ack(ack),
-            Some(_) = s.syncs_in_flight.next(), if !s.syncs_in_flight.is_empty() => s.send_syncs(),
+            _ = s.syncs.completed(), if s.syncs.busy() => {}
             received = consumer.recv(), if can_consume => match received {
                 Ok(msg) => s.forward(&msg).await,
-                Err(e) => s.stats.note_error("consume", &e.to_string()),
+                Err(e) => s.telemetry.note_error("consume", "kafka", &e),
             },
             _ = flush.tick() => {
-                s.writer.promote_delayed();
-                s.send_syncs();
+                s.syncs.flush_delayed();
                 s.commit(&consumer, CommitMode::Async);
             }
         }
@@ -191,18 +193,18 @@ impl State {
     fn apply_assignment(
         &mut self,
         consumer: &StreamConsumer,
-        next: &Assignment,
+        next: &Routes,
     ) -> Result<(), ReplicateError> {
         let mut add = TopicPartitionList::new();
-        for (topic, (target, partitions)) in next {
+        for (topic, route) in next {
             let had = self.routes.get(topic).map_or(0, |(_, n)| *n);
-            for p in had..*partitions {
+            for p in had..route.partitions {
                 add.add_partition_offset(topic, p, Offset::Stored)
                     .map_err(|e| self.consumer_error("assign", e))?;
             }
             self.routes.insert(
                 topic.clone(),
-                (Arc::from(target.as_str()), (*partitions).max(had)),
+                (Arc::from(route.target.as_str()), route.partitions.max(had)),
             );
         }
         let gone: Vec<String> = self
@@ -216,7 +218,7 @@ impl State {
             if let Some((_, n)) = self.routes.remove(&topic) {
                 for p in 0..n {
                     remove.add_partition(&topic, p);
-                    self.writer.forget(&(topic.clone(), p));
+                    self.syncs.forget(&(topic.clone(), p));
                 }
             }
         }
@@ -269,16 +271,9 @@ impl State {
         loop {
             match self.producer.send_result(record) {
                 Ok(delivery) => {
-                    let fut = async move {
-                        let result = match delivery.await {
-                            Ok(Ok(d)) => Ok(d.offset),
-                            Ok(Err((e, _))) => Err(e.to_string()),
-                            Err(_) => Err("the producer was dropped".to_string()),
-                        };
-                        (tp, up, result)
-                    };
+                    let fut = async move { (tp, up, delivered(delivery).await) };
                     self.in_flight.push_back(Box::pin(fut));
-                    self.stats.bytes.fetch_add(bytes, Ordering::Relaxed);
+                    self.telemetry.add(Counter::Bytes, bytes);
                     return;
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
@@ -314,52 +309,12 @@ impl State {
             // After a failure nothing more is counted as done: a restart re-reads it.
             Ok(_) if self.failed.is_some() => {}
             Ok(down) => {
-                self.stats.records.fetch_add(1, Ordering::Relaxed);
-                if self.writer.on_ack(&tp, up, down).is_some() {
-                    self.send_syncs();
-                }
+                self.telemetry.add(Counter::Records, 1);
+                self.syncs.on_ack(&tp, up, down);
                 self.acked.insert(tp.clone(), up + 1);
                 self.dirty.insert(tp);
             }
             Err(message) => self.fail(tp, up, message),
-        }
-    }
-
-    fn send_syncs(&mut self) {
-        let room = MAX_SYNCS_IN_FLIGHT.saturating_sub(self.syncs_in_flight.len());
-        for (sync, marker) in self.writer.take_pending(room) {
-            let (key, value, marker) = (sync.key(), sync.value(), marker.encode());
-            let headers = OwnedHeaders::new().insert(Header {
-                key: MARKER_HEADER,
-                value: Some(marker.as_bytes()),
-            });
-            let record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&self.settings.syncs_topic)
-                .partition(0)
-                .key(key.as_slice())
-                .payload(value.as_slice())
-                .headers(headers);
-            match self.syncs_producer.send_result(record) {
-                Ok(delivery) => {
-                    let stats = self.stats.clone();
-                    let tp = (sync.topic.clone(), sync.partition);
-                    self.syncs_in_flight.push(Box::pin(async move {
-                        let result = match delivery.await {
-                            Ok(Ok(d)) => Ok(d.offset),
-                            Ok(Err((e, _))) => Err(e.to_string()),
-                            Err(_) => Err("the producer was dropped".to_string()),
-                        };
-                        match &result {
-                            Ok(_) => stats.syncs.fetch_add(1, Ordering::Relaxed),
-                            Err(e) => {
-                                stats.note_error("offset sync", e);
-                                0
-                            }
-                        };
-                        (tp, sync.upstream, result)
-                    }));
-                }
-                Err((e, _)) => self.stats.note_error("offset sync", &e.to_string()),
-            }
         }
     }
 
@@ -375,7 +330,7 @@ impl State {
             }
         }
         if let Err(e) = consumer.commit(&tpl, mode) {
-            self.stats.note_error("store progress", &e.to_string());
+            self.telemetry.note_error("store progress", "kafka", &e);
             // Retry with the next commit.
             for elem in tpl.elements() {
                 self.dirty
@@ -391,13 +346,7 @@ impl State {
             while let Some(ack) = self.in_flight.next().await {
                 self.on_ack(ack);
             }
-            self.writer.promote_delayed();
-            loop {
-                self.send_syncs();
-                if self.syncs_in_flight.next().await.is_none() && !self.writer.has_pending() {
-                    break;
-                }
-            }
+            self.syncs.drain().await;
         })
         .await;
         if waited.is_err() {
@@ -405,6 +354,40 @@ impl State {
         }
         self.commit(consumer, CommitMode::Sync);
         let _ = self.producer.flush(Duration::from_secs(5));
-        let _ = self.syncs_producer.flush(Duration::from_secs(5));
+    }
+}
+
+/// Runs the replicator until `shutdown`, restarting it from stored progress (with backoff)
+/// whenever it stops with an error.
+pub async fn run_restarting(
+    clusters: [Cluster; 3],
+    settings: ReplicatorSettings,
+    routes: watch::Receiver<Routes>,
+    shutdown: CancellationToken,
+    telemetry: Arc<FlowTelemetry>,
+) {
+    let [source, target, syncs_cluster] = clusters;
+    let mut backoff = Duration::from_millis(500);
+    loop {
+        let run = run(
+            &source,
+            &target,
+            &syncs_cluster,
+            settings.clone(),
+            routes.clone(),
+            shutdown.clone(),
+            telemetry.clone(),
+        );
+        match run.await {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::error!(flow = %settings.flow, error = %e, "replication stopped; restarting from stored progress")
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(30));
     }
 }

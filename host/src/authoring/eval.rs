@@ -1,7 +1,7 @@
 //! `kmirror plugin eval`: call one WIT function by name and render its result as JSON.
 
-use super::{Config, Plugin, PluginError, Role};
-use crate::policy::RoleHandle;
+use crate::plugin::Plugin;
+use crate::policy::{Config, PluginError, Role};
 use serde_json::{Value, json};
 
 /// How many arguments a function takes.
@@ -188,35 +188,48 @@ pub fn eval(
             got: args.len(),
         });
     }
-    let handle = plugin.instantiate(*role, config)?;
     let a = |i: usize| args[i].as_str();
-    Ok(match handle {
-        RoleHandle::TopicFilter(f) => match *name {
-            "should-replicate-topic" => json!(f.should_replicate_topic(a(0))?),
-            _ => json!(f.should_replicate_topics(args)?),
-        },
-        RoleHandle::GroupFilter(f) => match *name {
-            "should-replicate-group" => json!(f.should_replicate_group(a(0))?),
-            _ => json!(f.should_replicate_groups(args)?),
-        },
-        RoleHandle::ConfigPropertyFilter(f) => match *name {
-            "should-replicate-config-property" => json!(f.should_replicate_config_property(a(0))?),
-            _ => json!(f.should_replicate_source_default(a(0))?),
-        },
-        RoleHandle::ReplicationPolicy(p) => match *name {
-            "format-remote-topic" => json!(p.format_remote_topic(a(0), a(1))?),
-            "topic-source" => json!(p.topic_source(a(0))?),
-            "upstream-topic" => json!(p.upstream_topic(a(0))?),
-            "original-topic" => json!(p.original_topic(a(0))?),
-            "heartbeats-topic" => json!(p.heartbeats_topic()?),
-            "offset-syncs-topic" => json!(p.offset_syncs_topic(a(0))?),
-            "checkpoints-topic" => json!(p.checkpoints_topic(a(0))?),
-            "is-heartbeats-topic" => json!(p.is_heartbeats_topic(a(0))?),
-            "is-checkpoints-topic" => json!(p.is_checkpoints_topic(a(0))?),
-            "is-mm2-internal-topic" => json!(p.is_mm2_internal_topic(a(0))?),
-            "is-internal-topic" => json!(p.is_internal_topic(a(0))?),
-            _ => json!(p.format_remote_topics(a(0), &args[1..])?),
-        },
+    Ok(match role {
+        Role::TopicFilter => {
+            let f = plugin.topic_filter(config)?;
+            match *name {
+                "should-replicate-topic" => json!(f.should_replicate_topic(a(0))?),
+                _ => json!(f.should_replicate_topics(args)?),
+            }
+        }
+        Role::GroupFilter => {
+            let f = plugin.group_filter(config)?;
+            match *name {
+                "should-replicate-group" => json!(f.should_replicate_group(a(0))?),
+                _ => json!(f.should_replicate_groups(args)?),
+            }
+        }
+        Role::ConfigPropertyFilter => {
+            let f = plugin.config_property_filter(config)?;
+            match *name {
+                "should-replicate-config-property" => {
+                    json!(f.should_replicate_config_property(a(0))?)
+                }
+                _ => json!(f.should_replicate_source_default(a(0))?),
+            }
+        }
+        Role::ReplicationPolicy => {
+            let p = plugin.replication_policy(config)?;
+            match *name {
+                "format-remote-topic" => json!(p.format_remote_topic(a(0), a(1))?),
+                "topic-source" => json!(p.topic_source(a(0))?),
+                "upstream-topic" => json!(p.upstream_topic(a(0))?),
+                "original-topic" => json!(p.original_topic(a(0))?),
+                "heartbeats-topic" => json!(p.heartbeats_topic()?),
+                "offset-syncs-topic" => json!(p.offset_syncs_topic(a(0))?),
+                "checkpoints-topic" => json!(p.checkpoints_topic(a(0))?),
+                "is-heartbeats-topic" => json!(p.is_heartbeats_topic(a(0))?),
+                "is-checkpoints-topic" => json!(p.is_checkpoints_topic(a(0))?),
+                "is-mm2-internal-topic" => json!(p.is_mm2_internal_topic(a(0))?),
+                "is-internal-topic" => json!(p.is_internal_topic(a(0))?),
+                _ => json!(p.format_remote_topics(a(0), &args[1..])?),
+            }
+        }
     })
 }
 

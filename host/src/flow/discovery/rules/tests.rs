@@ -99,7 +99,7 @@ fn missing_targets_are_created_with_the_source_partition_count() {
             partitions: 3
         }]
     );
-    assert_eq!(p.mirror["orders"], ("primary.orders".to_string(), 3));
+    assert_eq!(p.mirror["orders"], Route::new("primary.orders", 3));
     assert!(p.problems.is_empty());
 }
 
@@ -129,15 +129,18 @@ fn existing_targets_are_reused_and_grown_never_shrunk() {
             target_partitions: 5
         }]
     );
-    assert_eq!(p.mirror["b"].1, 6);
-    assert_eq!(p.mirror["c"].1, 2, "only source partitions are replicated");
+    assert_eq!(p.mirror["b"].partitions, 6);
+    assert_eq!(
+        p.mirror["c"].partitions, 2,
+        "only source partitions are replicated"
+    );
 }
 
 #[test]
 fn shrink_and_deletion_are_reported_and_the_target_kept() {
-    let previous: BTreeMap<String, (String, i32)> = [
-        ("a".to_string(), ("p.a".to_string(), 4)),
-        ("gone".to_string(), ("p.gone".to_string(), 1)),
+    let previous: Routes = [
+        ("a".to_string(), Route::new("p.a", 4)),
+        ("gone".to_string(), Route::new("p.gone", 1)),
     ]
     .into();
     let p = plan(

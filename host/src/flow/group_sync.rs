@@ -1,43 +1,14 @@
-//! Checkpoint decisions as pure functions: the target-side name of a checkpointed topic,
-//! when a checkpoint is emitted, and what group offset sync may write to a target group.
+//! Group offset sync (MM2's `sync.group.offsets.enabled`): translated offsets are
+//! committed to the same consumer group on the target, only when that group is EMPTY or
+//! unknown there, and only where the target is behind — never rewound. The checkpoint
+//! task runs it every `sync_group_offsets_interval`; `kmirror offsets failover` runs it
+//! once, on demand.
 
 use crate::formats::Checkpoint;
-use crate::plugin::PluginError;
-use crate::policy::ReplicationPolicy;
+use crate::kafka::{Cluster, KafkaError};
+use rdkafka::consumer::BaseConsumer;
 use std::collections::BTreeMap;
-
-/// The name on the target of source topic `topic` (MM2's `renameTopicPartition`): a topic
-/// that came from the target maps back to its original name, any other is formatted as
-/// a remote topic of `source_alias`.
-pub fn target_topic(
-    policy: &dyn ReplicationPolicy,
-    source_alias: &str,
-    target_alias: &str,
-    topic: &str,
-) -> Result<String, PluginError> {
-    if policy.topic_source(topic)?.as_deref() == Some(target_alias) {
-        policy.original_topic(topic)
-    } else {
-        policy.format_remote_topic(source_alias, topic)
-    }
-}
-
-/// (group, target topic, partition).
-pub type CheckpointKey = (String, String, i32);
-
-/// The key of a checkpoint.
-pub fn key(c: &Checkpoint) -> CheckpointKey {
-    (c.group.clone(), c.topic.clone(), c.partition)
-}
-
-/// Whether `next` is emitted after `last`: the first one, one that moves forward, or one
-/// whose upstream group rewound (its committed offset went back).
-pub fn should_emit(last: Option<&Checkpoint>, next: &Checkpoint) -> bool {
-    match last {
-        None => true,
-        Some(l) => next.upstream < l.upstream || next.downstream > l.downstream,
-    }
-}
+use std::sync::Arc;
 
 /// A consumer group's state on the target, as far as offset sync cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,11 +51,20 @@ pub enum SyncPlan {
     UpToDate,
 }
 
+/// Target committed offsets by (topic, partition).
+pub type TargetOffsets = BTreeMap<(String, i32), i64>;
+
+/// Whether the target's committed offset (if any) is behind a checkpoint's: the one
+/// never-rewind rule.
+pub fn is_behind(target_committed: Option<i64>, checkpoint: &Checkpoint) -> bool {
+    target_committed.is_none_or(|t| t < checkpoint.downstream)
+}
+
 /// Plans group offset sync: only for an EMPTY or unknown target group, and only for
-/// partitions where the target's committed offset is behind the checkpoint (never rewind).
+/// partitions where the target's committed offset is behind the checkpoint.
 pub fn plan_group_sync(
     group: &TargetGroup,
-    target_committed: &BTreeMap<(String, i32), i64>,
+    target_committed: &TargetOffsets,
     checkpoints: &[&Checkpoint],
 ) -> SyncPlan {
     if matches!(group, TargetGroup::Active { .. }) {
@@ -92,11 +72,7 @@ pub fn plan_group_sync(
     }
     let commits: Vec<(String, i32, i64)> = checkpoints
         .iter()
-        .filter(|c| {
-            target_committed
-                .get(&(c.topic.clone(), c.partition))
-                .is_none_or(|t| *t < c.downstream)
-        })
+        .filter(|c| is_behind(committed_of(target_committed, c), c))
         .map(|c| (c.topic.clone(), c.partition, c.downstream))
         .collect();
     if commits.is_empty() {
@@ -106,11 +82,76 @@ pub fn plan_group_sync(
     }
 }
 
+/// The target's committed offset for `c`'s partition.
+pub fn committed_of(target_committed: &TargetOffsets, c: &Checkpoint) -> Option<i64> {
+    target_committed
+        .get(&(c.topic.clone(), c.partition))
+        .copied()
+}
+
+/// One group's state on the target and the plan for it.
+#[derive(Debug, Clone)]
+pub struct GroupSync {
+    /// The group's state on the target.
+    pub state: TargetGroup,
+    /// Its committed offsets there, for the checkpoints' partitions.
+    pub committed: TargetOffsets,
+    /// What would be committed.
+    pub plan: SyncPlan,
+}
+
+/// Reads `group`'s state and committed offsets on `target` (through `client`, a client of
+/// that group) and plans the sync of `checkpoints`.
+pub async fn prepare(
+    target: &Cluster,
+    client: &Arc<BaseConsumer>,
+    group: &str,
+    checkpoints: &[Checkpoint],
+) -> Result<GroupSync, KafkaError> {
+    let state = target.group(group).await.map(|g| {
+        TargetGroup::from_state(
+            g.as_ref().map(|g| g.state.as_str()),
+            g.as_ref().map_or(0, |g| g.members),
+        )
+    })?;
+    let partitions: Vec<(String, i32)> = checkpoints
+        .iter()
+        .map(|c| (c.topic.clone(), c.partition))
+        .collect();
+    let committed: TargetOffsets = target
+        .committed(client, group, &partitions)
+        .await?
+        .into_iter()
+        .map(|c| ((c.topic, c.partition), c.offset))
+        .collect();
+    let refs: Vec<&Checkpoint> = checkpoints.iter().collect();
+    let plan = plan_group_sync(&state, &committed, &refs);
+    Ok(GroupSync {
+        state,
+        committed,
+        plan,
+    })
+}
+
+/// Commits a planned sync; returns how many partitions were committed.
+pub async fn apply(
+    target: &Cluster,
+    client: &Arc<BaseConsumer>,
+    group: &str,
+    plan: &SyncPlan,
+) -> Result<usize, KafkaError> {
+    match plan {
+        SyncPlan::Commit(offsets) => {
+            target.commit(client, group, offsets).await?;
+            Ok(offsets.len())
+        }
+        SyncPlan::SkipActive | SyncPlan::UpToDate => Ok(0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Native;
-    use kmirror_mm2::DefaultReplicationPolicy;
 
     fn cp(up: i64, down: i64) -> Checkpoint {
         Checkpoint {
@@ -121,42 +162,6 @@ mod tests {
             downstream: down,
             metadata: String::new(),
         }
-    }
-
-    #[test]
-    fn topics_are_renamed_both_ways() {
-        let p = Native(DefaultReplicationPolicy::default());
-        assert_eq!(
-            target_topic(&p, "primary", "backup", "orders").unwrap(),
-            "primary.orders"
-        );
-        assert_eq!(
-            target_topic(&p, "primary", "backup", "backup.orders").unwrap(),
-            "orders"
-        );
-        assert_eq!(
-            target_topic(&p, "primary", "backup", "east.backup.orders").unwrap(),
-            "primary.east.backup.orders"
-        );
-    }
-
-    #[test]
-    fn checkpoints_only_move_forward_unless_the_group_rewound() {
-        assert!(should_emit(None, &cp(10, 5)));
-        assert!(!should_emit(Some(&cp(10, 5)), &cp(10, 5)), "same");
-        assert!(should_emit(Some(&cp(10, 5)), &cp(12, 7)), "forward");
-        assert!(
-            !should_emit(Some(&cp(10, 5)), &cp(12, 5)),
-            "upstream moved, downstream did not"
-        );
-        assert!(
-            !should_emit(Some(&cp(10, 5)), &cp(11, 4)),
-            "would go backwards"
-        );
-        assert!(
-            should_emit(Some(&cp(10, 5)), &cp(3, 2)),
-            "the upstream group rewound"
-        );
     }
 
     #[test]

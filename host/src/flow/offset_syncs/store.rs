@@ -18,7 +18,7 @@
 //! An upstream rewind (a sync older than the newest) invalidates everything before it, as
 //! in MM2.
 
-use super::offset_syncs::SyncMarker;
+use super::SyncMarker;
 use crate::formats::OffsetSync;
 use std::collections::{HashMap, VecDeque};
 
@@ -161,11 +161,6 @@ impl OffsetSyncStore {
         self.partitions
             .get(&(topic.to_string(), partition))?
             .translate(g)
-    }
-
-    /// How many partitions have syncs.
-    pub fn partitions(&self) -> usize {
-        self.partitions.len()
     }
 }
 

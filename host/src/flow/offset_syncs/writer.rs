@@ -22,44 +22,12 @@
 //! can translate exactly between them; a hole (a dropped or lost sync, a restart) makes it
 //! fall back to MM2's conservative rule.
 
+use super::{SyncMarker, TopicPartition};
 use crate::formats::OffsetSync;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-/// A source partition.
-pub type TopicPartition = (String, i32);
-
-/// The record header carrying a [`SyncMarker`].
-pub const MARKER_HEADER: &str = "kmirror-sync";
-
 /// Queued syncs per partition at most; beyond it the oldest is dropped (a sequence hole).
 const MAX_QUEUED_PER_PARTITION: usize = 1024;
-
-/// Identifies a sync within a writer session: consecutive `seq` of one `session` have no
-/// sync missing between them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SyncMarker {
-    /// The writer's session (one per process start).
-    pub session: u64,
-    /// The per-partition sequence number.
-    pub seq: u64,
-}
-
-impl SyncMarker {
-    /// The header value: `<session hex>:<seq>`.
-    pub fn encode(&self) -> String {
-        format!("{:016x}:{}", self.session, self.seq)
-    }
-
-    /// Parses a header value.
-    pub fn decode(value: &[u8]) -> Option<SyncMarker> {
-        let text = std::str::from_utf8(value).ok()?;
-        let (session, seq) = text.split_once(':')?;
-        Some(SyncMarker {
-            session: u64::from_str_radix(session, 16).ok()?,
-            seq: seq.parse().ok()?,
-        })
-    }
-}
 
 #[derive(Debug, Clone, Copy)]
 struct PartitionState {
@@ -245,9 +213,9 @@ impl OffsetSyncWriter {
         !self.queued.is_empty()
     }
 
-    /// Syncs dropped because a partition's queue was full.
-    pub fn dropped(&self) -> u64 {
-        self.dropped
+    /// Syncs dropped because a partition's queue was full, since the last call.
+    pub fn take_dropped(&mut self) -> u64 {
+        std::mem::take(&mut self.dropped)
     }
 
     /// Forgets a partition (it is no longer replicated).

@@ -1,0 +1,131 @@
+//! A flow's runtime settings, built from its `[[flows]]` entry in one validated step:
+//! every duration is positive, numbers are in range, features that are off are `None`.
+
+use super::model::{FlowConfig, StartOffset, SyncsLocation};
+use std::time::Duration;
+
+/// How a flow runs, as validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowSettings {
+    /// How often source topics are listed (the first pass runs at start).
+    pub refresh_topics_interval: Duration,
+    /// An offset sync at least every this many records per partition (>= 1).
+    pub offset_lag_max: u64,
+    /// Replication factor of created topics; `None`: the target broker's default.
+    pub replication_factor: Option<i32>,
+    /// The heartbeat interval; `None` when heartbeats are off.
+    pub heartbeats: Option<Duration>,
+    /// Where offset syncs are written.
+    pub offset_syncs_topic_location: SyncsLocation,
+    /// How often delayed offset syncs are flushed and progress is stored.
+    pub offset_flush_interval: Duration,
+    /// Where a partition without stored progress starts.
+    pub start_offset: StartOffset,
+    /// Whether created topics get the source's (filtered) configs.
+    pub sync_topic_configs: bool,
+    /// Checkpoint settings; `None` when checkpoints are off.
+    pub checkpoints: Option<CheckpointSettings>,
+}
+
+/// How checkpoints and group offset sync run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointSettings {
+    /// How often checkpoints are emitted.
+    pub emit_interval: Duration,
+    /// How often source consumer groups are listed.
+    pub refresh_groups_interval: Duration,
+    /// How often group offsets are synced to the target; `None` when off.
+    pub sync_group_offsets: Option<Duration>,
+}
+
+/// One setting out of range: the key and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingError {
+    /// The key within the flow (`emit_checkpoints_interval`).
+    pub key: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The largest replication factor Kafka accepts (an INT16).
+const MAX_REPLICATION_FACTOR: i32 = i16::MAX as i32;
+
+impl FlowSettings {
+    /// Validates `c`; returns every problem at once.
+    pub fn from_config(c: &FlowConfig) -> Result<FlowSettings, Vec<SettingError>> {
+        let mut errors = Vec::new();
+        let mut positive = |key: &'static str, d: Duration, used: bool| {
+            if used && d.is_zero() {
+                errors.push(SettingError {
+                    key,
+                    message: "must be longer than 0 (e.g. \"5s\", \"500ms\")".into(),
+                });
+            }
+            d
+        };
+        let refresh_topics_interval =
+            positive("refresh_topics_interval", c.refresh_topics_interval, true);
+        let offset_flush_interval =
+            positive("offset_flush_interval", c.offset_flush_interval, true);
+        let heartbeats = positive(
+            "emit_heartbeats_interval",
+            c.emit_heartbeats_interval,
+            c.emit_heartbeats_enabled,
+        );
+        let emit_interval = positive(
+            "emit_checkpoints_interval",
+            c.emit_checkpoints_interval,
+            c.emit_checkpoints_enabled,
+        );
+        let refresh_groups_interval = positive(
+            "refresh_groups_interval",
+            c.refresh_groups_interval,
+            c.emit_checkpoints_enabled,
+        );
+        let sync_interval = positive(
+            "sync_group_offsets_interval",
+            c.sync_group_offsets_interval,
+            c.emit_checkpoints_enabled && c.sync_group_offsets,
+        );
+        if c.offset_lag_max == 0 {
+            errors.push(SettingError {
+                key: "offset_lag_max",
+                message: "must be at least 1".into(),
+            });
+        }
+        if let Some(rf) = c.replication_factor {
+            if !(1..=MAX_REPLICATION_FACTOR).contains(&rf) {
+                errors.push(SettingError {
+                    key: "replication_factor",
+                    message: format!(
+                        "must be between 1 and {MAX_REPLICATION_FACTOR} (leave it out for the broker's default)"
+                    ),
+                });
+            }
+        }
+        if c.sync_group_offsets && !c.emit_checkpoints_enabled {
+            errors.push(SettingError {
+                key: "sync_group_offsets",
+                message: "needs emit_checkpoints_enabled = true (group offsets are synced from checkpoints)".into(),
+            });
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(FlowSettings {
+            refresh_topics_interval,
+            offset_lag_max: c.offset_lag_max,
+            replication_factor: c.replication_factor,
+            heartbeats: c.emit_heartbeats_enabled.then_some(heartbeats),
+            offset_syncs_topic_location: c.offset_syncs_topic_location,
+            offset_flush_interval,
+            start_offset: c.start_offset,
+            sync_topic_configs: c.sync_topic_configs,
+            checkpoints: c.emit_checkpoints_enabled.then_some(CheckpointSettings {
+                emit_interval,
+                refresh_groups_interval,
+                sync_group_offsets: c.sync_group_offsets.then_some(sync_interval),
+            }),
+        })
+    }
+}

@@ -1,0 +1,110 @@
+//! Checkpoint decisions as pure functions: which checkpoint a committed offset becomes, and
+//! when it is emitted.
+
+use crate::flow::Routes;
+use crate::formats::Checkpoint;
+use crate::kafka::Committed;
+
+/// (group, target topic, partition).
+pub type CheckpointKey = (String, String, i32);
+
+/// The key of a checkpoint.
+pub fn key(c: &Checkpoint) -> CheckpointKey {
+    (c.group.clone(), c.topic.clone(), c.partition)
+}
+
+/// Whether `next` is emitted after `last`: the first one, one that moves forward, or one
+/// whose upstream group rewound (its committed offset went back).
+pub fn should_emit(last: Option<&Checkpoint>, next: &Checkpoint) -> bool {
+    match last {
+        None => true,
+        Some(l) => next.upstream < l.upstream || next.downstream > l.downstream,
+    }
+}
+
+/// The checkpoint of `group`'s committed offset `c`, translated to `downstream`, named as
+/// the topic's route names it on the target (MM2's `renameTopicPartition`: discovery never
+/// mirrors a topic that came from the target, so the route's name is the formatted remote
+/// name). `None` for a topic the flow does not mirror.
+pub fn checkpoint(
+    routes: &Routes,
+    group: &str,
+    c: Committed,
+    downstream: i64,
+) -> Option<Checkpoint> {
+    let route = routes.get(&c.topic)?;
+    Some(Checkpoint {
+        group: group.to_string(),
+        topic: route.target.clone(),
+        partition: c.partition,
+        upstream: c.offset,
+        downstream,
+        metadata: c.metadata,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cp(up: i64, down: i64) -> Checkpoint {
+        Checkpoint {
+            group: "g".into(),
+            topic: "primary.t".into(),
+            partition: 0,
+            upstream: up,
+            downstream: down,
+            metadata: String::new(),
+        }
+    }
+
+    #[test]
+    fn checkpoints_only_move_forward_unless_the_group_rewound() {
+        assert!(should_emit(None, &cp(10, 5)));
+        assert!(!should_emit(Some(&cp(10, 5)), &cp(10, 5)), "same");
+        assert!(should_emit(Some(&cp(10, 5)), &cp(12, 7)), "forward");
+        assert!(
+            !should_emit(Some(&cp(10, 5)), &cp(12, 5)),
+            "upstream moved, downstream did not"
+        );
+        assert!(
+            !should_emit(Some(&cp(10, 5)), &cp(11, 4)),
+            "would go backwards"
+        );
+        assert!(
+            should_emit(Some(&cp(10, 5)), &cp(3, 2)),
+            "the upstream group rewound"
+        );
+    }
+
+    #[test]
+    fn checkpoints_are_named_by_the_route() {
+        let routes: Routes = [(
+            "orders".to_string(),
+            crate::flow::Route::new("prod-primary.orders", 3),
+        )]
+        .into();
+        let committed = |topic: &str| Committed {
+            topic: topic.into(),
+            partition: 2,
+            offset: 10,
+            metadata: "m".into(),
+        };
+        let c = checkpoint(&routes, "g", committed("orders"), 7).expect("mirrored");
+        assert_eq!(
+            (
+                c.group.as_str(),
+                c.topic.as_str(),
+                c.partition,
+                c.upstream,
+                c.downstream,
+                c.metadata.as_str()
+            ),
+            ("g", "prod-primary.orders", 2, 10, 7, "m")
+        );
+        assert!(
+            checkpoint(&routes, "g", committed("payments"), 7).is_none(),
+            "not mirrored"
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! The discovery loop: lists both clusters at start and every `refresh_topics_interval`,
+//! decides new source topics through the plugins (cached per name, so a plugin is asked
+//! about each name once), applies the plan to the target and publishes the routes.
+
+use super::rules::{self, Action, Decision, Plan, Problem, Snapshot};
+use crate::flow::Routes;
+use crate::flow::plugins::FlowPlugins;
+use crate::flow::telemetry::FlowTelemetry;
+use crate::kafka::{Cluster, TopicSpec};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// What the discovery loop works with.
+pub struct DiscoveryContext {
+    /// The source cluster.
+    pub source: Cluster,
+    /// The target cluster.
+    pub target: Cluster,
+    /// The flow's plugins.
+    pub plugins: FlowPlugins,
+    /// How often to list.
+    pub interval: Duration,
+    /// Replication factor of created topics (`None`: the broker's default).
+    pub replication_factor: Option<i32>,
+    /// Whether created topics get the source's filtered configs.
+    pub sync_topic_configs: bool,
+    /// Counters and status.
+    pub telemetry: Arc<FlowTelemetry>,
+}
+
+/// Runs discovery until `shutdown`, publishing every change of the routes on `routes`.
+pub async fn run(
+    ctx: DiscoveryContext,
+    routes: watch::Sender<Routes>,
+    shutdown: CancellationToken,
+) {
+    let interval = ctx.interval;
+    let mut discovery = Discovery {
+        ctx,
+        decisions: BTreeMap::new(),
+        mirrored: Routes::new(),
+    };
+    loop {
+        if let Some(next) = discovery.pass().await {
+            routes.send_if_modified(|current| {
+                let changed = *current != next;
+                *current = next;
+                changed
+            });
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+struct Discovery {
+    ctx: DiscoveryContext,
+    /// Cached per name; a plugin is asked about each name once.
+    decisions: BTreeMap<String, Decision>,
+    /// What the last pass mirrored.
+    mirrored: Routes,
+}
+
+impl Discovery {
+    /// One pass; `None` when a cluster could not be listed (the last routes stay).
+    async fn pass(&mut self) -> Option<Routes> {
+        let telemetry = self.ctx.telemetry.clone();
+        let source = match self.ctx.source.topics().await {
+            Ok(s) => s,
+            Err(e) => {
+                telemetry.note_error("list source topics", e.kind(), &e);
+                return None;
+            }
+        };
+        let mut target = match self.ctx.target.topics().await {
+            Ok(t) => t,
+            Err(e) => {
+                telemetry.note_error("list target topics", e.kind(), &e);
+                return None;
+            }
+        };
+        let new: Vec<String> = source
+            .keys()
+            .filter(|t| !self.decisions.contains_key(*t))
+            .cloned()
+            .collect();
+        if !new.is_empty() {
+            // Fail safe: an undecided topic is not mirrored; it is asked again next pass.
+            match self.ctx.plugins.batch(&new, rules::decide_with).await {
+                Ok(decided) => self.decisions.extend(decided),
+                Err(e) => telemetry.note_error("topic filter / replication policy", e.kind(), &e),
+            }
+        }
+        let mut plan = rules::plan(&source, &target, &self.decisions, &self.mirrored);
+        self.apply(&mut plan, &mut target).await;
+        for problem in &plan.problems {
+            self.report(problem);
+        }
+        let problems: Vec<String> = plan.problems.iter().map(rules::describe).collect();
+        telemetry.update(|s| {
+            s.state = "running";
+            s.mirrored = plan.mirror.clone();
+            s.problems = problems;
+        });
+        if plan.mirror != self.mirrored {
+            let names: Vec<String> = plan
+                .mirror
+                .iter()
+                .map(|(s, r)| format!("{s}->{}[{}]", r.target, r.partitions))
+                .collect();
+            tracing::info!(flow = %telemetry.flow, topics = plan.mirror.len(), mirroring = %names.join(", "), "mirrored topics changed");
+        }
+        self.mirrored = plan.mirror.clone();
+        Some(plan.mirror)
+    }
+
+    /// Creates and grows target topics; what could not be done is not replicated.
+    async fn apply(&self, plan: &mut Plan, target: &mut Snapshot) {
+        let telemetry = &self.ctx.telemetry;
+        let mut specs = Vec::new();
+        for action in &plan.actions {
+            match action {
+                Action::CreateTopic {
+                    source,
+                    target: name,
+                    partitions,
+                } => specs.push(TopicSpec {
+                    name: name.clone(),
+                    partitions: *partitions,
+                    replication_factor: self.ctx.replication_factor,
+                    configs: self.configs_for(source).await,
+                }),
+                Action::AddPartitions {
+                    source,
+                    target: name,
+                    from,
+                    to,
+                } => match self.ctx.target.add_partitions(name, *to).await {
+                    Ok(()) => {
+                        tracing::info!(flow = %telemetry.flow, topic = %name, from, to, "added partitions to the target");
+                        target.insert(name.clone(), *to);
+                    }
+                    Err(e) => {
+                        telemetry.note_error("add partitions", e.kind(), &e);
+                        // Replicate the partitions the target has.
+                        if let Some(route) = plan.mirror.get_mut(source) {
+                            route.partitions = *from;
+                        }
+                    }
+                },
+            }
+        }
+        if specs.is_empty() {
+            return;
+        }
+        for (name, result) in self.ctx.target.create_topics(&specs).await {
+            match result {
+                Ok(()) => {
+                    tracing::info!(flow = %telemetry.flow, topic = %name, "created target topic")
+                }
+                Err(e) => {
+                    telemetry.note_error("create topic", e.kind(), &e);
+                    plan.mirror.retain(|_, r| r.target != name);
+                }
+            }
+        }
+    }
+
+    /// The source topic's configs that pass the config-property filter.
+    async fn configs_for(&self, topic: &str) -> Vec<(String, String)> {
+        if !self.ctx.sync_topic_configs {
+            return Vec::new();
+        }
+        let telemetry = &self.ctx.telemetry;
+        let entries = match self.ctx.source.topic_configs(topic).await {
+            Ok(e) => e,
+            Err(e) => {
+                telemetry.note_error("describe topic configs", e.kind(), &e);
+                return Vec::new();
+            }
+        };
+        self.ctx
+            .plugins
+            .filter_configs(entries)
+            .await
+            .unwrap_or_else(|e| {
+                telemetry.note_error("config-property filter", e.kind(), &e);
+                Vec::new()
+            })
+    }
+
+    fn report(&self, problem: &Problem) {
+        let telemetry = &self.ctx.telemetry;
+        if !telemetry.first_time(&format!("{problem:?}")) {
+            return;
+        }
+        let text = rules::describe(problem);
+        match problem {
+            Problem::Collision { .. } => tracing::error!(flow = %telemetry.flow, "{text}"),
+            _ => tracing::warn!(flow = %telemetry.flow, "{text}"),
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! The flow's plugin roles behind async, batched calls. A plugin call may block up to its
+//! deadline (and a WASI-importing component must not run on a runtime worker), so every
+//! call runs on tokio's blocking pool; this facade owns that, and the copying of names it
+//! needs. Hot paths make one call per batch of names, not one per name.
+
+use crate::kafka::TopicConfigEntry;
+use crate::policy::{FlowRoles, PluginError};
+use std::sync::Arc;
+
+/// The names of a flow's internal topics, as its replication policy gives them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InternalTopics {
+    /// `mm2-offset-syncs.<target>.internal` (MM2's default).
+    pub offset_syncs: String,
+    /// `heartbeats`.
+    pub heartbeats: String,
+    /// `<source>.checkpoints.internal`.
+    pub checkpoints: String,
+}
+
+/// The aliases of a flow's clusters, as plugin calls need them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Aliases {
+    /// The source cluster's alias.
+    pub source: String,
+    /// The target cluster's alias.
+    pub target: String,
+}
+
+/// A batch rule over the roles: one call for a whole list of names.
+pub type BatchRule<T> = fn(&FlowRoles, &Aliases, &[String]) -> Result<T, PluginError>;
+
+/// A flow's plugin roles, called asynchronously.
+#[derive(Clone)]
+pub struct FlowPlugins {
+    roles: FlowRoles,
+    aliases: Arc<Aliases>,
+}
+
+impl FlowPlugins {
+    /// The roles of the flow `source_alias -> target_alias`.
+    pub fn new(roles: FlowRoles, source_alias: &str, target_alias: &str) -> Self {
+        FlowPlugins {
+            roles,
+            aliases: Arc::new(Aliases {
+                source: source_alias.to_string(),
+                target: target_alias.to_string(),
+            }),
+        }
+    }
+
+    /// Runs `f` on the blocking pool.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&FlowRoles, &Aliases) -> Result<T, PluginError> + Send + 'static,
+    ) -> Result<T, PluginError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || f(&this.roles, &this.aliases))
+            .await
+            .unwrap_or_else(|e| {
+                Err(PluginError::Call {
+                    plugin: "(host)".into(),
+                    function: "spawn_blocking",
+                    message: e.to_string(),
+                })
+            })
+    }
+
+    /// The internal topic names.
+    pub async fn internal_topics(&self) -> Result<InternalTopics, PluginError> {
+        self.blocking(|r, a| {
+            let p = &r.replication_policy;
+            Ok(InternalTopics {
+                offset_syncs: p.offset_syncs_topic(&a.target)?,
+                heartbeats: p.heartbeats_topic()?,
+                checkpoints: p.checkpoints_topic(&a.source)?,
+            })
+        })
+        .await
+    }
+
+    /// `rule` applied to `names` in one call off the runtime (e.g. discovery's decisions
+    /// for a pass's new topics).
+    pub async fn batch<T: Send + 'static>(
+        &self,
+        names: &[String],
+        rule: BatchRule<T>,
+    ) -> Result<T, PluginError> {
+        let names = names.to_vec();
+        self.blocking(move |r, a| rule(r, a, &names)).await
+    }
+
+    /// The groups of `groups` the group filter accepts, in order, with one batched call.
+    pub async fn accept_groups(&self, groups: Vec<String>) -> Result<Vec<String>, PluginError> {
+        self.blocking(move |r, _| {
+            let answers = r.group_filter.should_replicate_groups(&groups)?;
+            Ok(groups
+                .into_iter()
+                .zip(answers)
+                .filter_map(|(g, ok)| ok.then_some(g))
+                .collect())
+        })
+        .await
+    }
+
+    /// The entries the config-property filter copies: every accepted property, and a
+    /// source default only where the filter also accepts defaults.
+    pub async fn filter_configs(
+        &self,
+        entries: Vec<TopicConfigEntry>,
+    ) -> Result<Vec<(String, String)>, PluginError> {
+        self.blocking(move |r, _| {
+            let filter = &r.config_property_filter;
+            let mut kept = Vec::new();
+            for e in entries {
+                if filter.should_replicate_config_property(&e.name)?
+                    && (!e.is_default || filter.should_replicate_source_default(&e.name)?)
+                {
+                    kept.push((e.name, e.value));
+                }
+            }
+            Ok(kept)
+        })
+        .await
+    }
+}

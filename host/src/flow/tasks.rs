@@ -1,0 +1,108 @@
+//! A flow's tasks as one set: each named, a panic observed and turned into the flow's error.
+
+use super::FlowError;
+use std::future::Future;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// A flow's tasks, each named for the error a panic becomes.
+#[derive(Default)]
+pub(crate) struct Tasks {
+    set: JoinSet<()>,
+    names: Vec<(tokio::task::Id, &'static str)>,
+}
+
+impl Tasks {
+    pub(crate) fn spawn(
+        &mut self,
+        name: &'static str,
+        task: impl Future<Output = ()> + Send + 'static,
+    ) {
+        let handle = self.set.spawn(task);
+        self.names.push((handle.id(), name));
+    }
+
+    /// Waits for every task; the first that panics cancels `stop` and becomes the error.
+    pub(crate) async fn join(
+        mut self,
+        flow: &str,
+        stop: &CancellationToken,
+    ) -> Result<(), FlowError> {
+        let mut failure = None;
+        while let Some(joined) = self.set.join_next_with_id().await {
+            let Err(e) = joined else { continue };
+            if e.is_cancelled() {
+                continue;
+            }
+            let task = self
+                .names
+                .iter()
+                .find(|(id, _)| *id == e.id())
+                .map_or("flow", |(_, n)| *n);
+            let message = panic_message(e);
+            tracing::error!(flow, task, error = %message, "flow task panicked; stopping the flow");
+            stop.cancel();
+            failure.get_or_insert(FlowError::Task {
+                flow: flow.to_string(),
+                task,
+                message,
+            });
+        }
+        failure.map_or(Ok(()), Err)
+    }
+}
+
+fn panic_message(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(payload) => payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".to_string()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_panicking_task_fails_the_flow_and_stops_the_others() {
+        let stop = CancellationToken::new();
+        let mut tasks = Tasks::default();
+        let sibling = stop.clone();
+        tasks.spawn("heartbeats", async move { sibling.cancelled().await });
+        tasks.spawn("checkpoints", async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            panic!("interval of zero");
+        });
+        let result = tokio::time::timeout(Duration::from_secs(10), tasks.join("a->b", &stop))
+            .await
+            .expect("the sibling was stopped");
+        match result {
+            Err(FlowError::Task {
+                flow,
+                task,
+                message,
+            }) => {
+                assert_eq!(
+                    (flow.as_str(), task, message.as_str()),
+                    ("a->b", "checkpoints", "interval of zero")
+                );
+            }
+            other => panic!("expected a task failure, got {other:?}"),
+        }
+        assert!(stop.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn tasks_that_end_normally_are_not_failures() {
+        let stop = CancellationToken::new();
+        let mut tasks = Tasks::default();
+        tasks.spawn("discovery", async {});
+        assert!(tasks.join("a->b", &stop).await.is_ok());
+        assert!(!stop.is_cancelled());
+    }
+}

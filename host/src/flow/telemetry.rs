@@ -1,0 +1,244 @@
+//! A flow's telemetry: one table of counters that both `/status` (JSON) and `/metrics`
+//! (Prometheus) render, the flow's status, and error logging rate-limited per
+//! (operation, kind) so its memory stays bounded.
+
+use super::Routes;
+use std::collections::{HashMap, HashSet};
+use std::fmt::Display;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Every counter of a flow. The name is the same in `/status` and, as
+/// `kmirror_<name>_total`, in `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Counter {
+    /// Records acked by the target.
+    Records,
+    /// Key and value bytes produced.
+    Bytes,
+    /// Offset syncs written.
+    OffsetSyncs,
+    /// Offset syncs dropped because a partition's queue was full.
+    OffsetSyncsDropped,
+    /// Heartbeats written.
+    Heartbeats,
+    /// Checkpoints emitted.
+    Checkpoints,
+    /// Group offset syncs committed to the target.
+    GroupOffsetSyncs,
+    /// Group offset syncs skipped because the target group was active.
+    ActiveTargetGroupsSkipped,
+    /// Malformed records skipped on the offset-syncs topic.
+    MalformedOffsetSyncs,
+    /// Errors seen.
+    Errors,
+}
+
+impl Counter {
+    /// Every counter, in the order they are shown.
+    pub const ALL: [Counter; 10] = [
+        Counter::Records,
+        Counter::Bytes,
+        Counter::OffsetSyncs,
+        Counter::OffsetSyncsDropped,
+        Counter::Heartbeats,
+        Counter::Checkpoints,
+        Counter::GroupOffsetSyncs,
+        Counter::ActiveTargetGroupsSkipped,
+        Counter::MalformedOffsetSyncs,
+        Counter::Errors,
+    ];
+
+    /// Its name in `/status` and `/metrics`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::Records => "records",
+            Counter::Bytes => "bytes",
+            Counter::OffsetSyncs => "offset_syncs",
+            Counter::OffsetSyncsDropped => "offset_syncs_dropped",
+            Counter::Heartbeats => "heartbeats",
+            Counter::Checkpoints => "checkpoints",
+            Counter::GroupOffsetSyncs => "group_offset_syncs",
+            Counter::ActiveTargetGroupsSkipped => "active_target_groups_skipped",
+            Counter::MalformedOffsetSyncs => "malformed_offset_syncs",
+            Counter::Errors => "errors",
+        }
+    }
+
+    /// What it counts, for `/metrics`.
+    pub fn help(self) -> &'static str {
+        match self {
+            Counter::Records => "Records mirrored (acked by the target)",
+            Counter::Bytes => "Key and value bytes mirrored",
+            Counter::OffsetSyncs => "Offset syncs written",
+            Counter::OffsetSyncsDropped => {
+                "Offset syncs dropped because too many were queued (translation falls back to MM2's rule there)"
+            }
+            Counter::Heartbeats => "Heartbeats written",
+            Counter::Checkpoints => "Checkpoints written",
+            Counter::GroupOffsetSyncs => "Group offsets committed to the target",
+            Counter::ActiveTargetGroupsSkipped => {
+                "Group offset syncs skipped: the target group was active"
+            }
+            Counter::MalformedOffsetSyncs => "Malformed offset-sync records skipped",
+            Counter::Errors => "Errors (Kafka, plugins), each also logged",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A flow's state as `/status` shows it.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct FlowStatus {
+    /// `starting`, `running` or `stopped`.
+    pub state: &'static str,
+    /// What the last discovery pass mirrors.
+    pub mirrored: Routes,
+    /// Problems found by the last discovery pass (collisions, vanished or shrunk topics).
+    pub problems: Vec<String>,
+    /// The last error, if any.
+    pub last_error: Option<String>,
+}
+
+/// The same (operation, kind) of error is logged at most this often.
+const LOG_EVERY: Duration = Duration::from_secs(30);
+
+/// Events reported once are remembered up to this many; then the memory starts over.
+const MAX_REMEMBERED_EVENTS: usize = 10_000;
+
+#[derive(Default)]
+struct ErrorLog {
+    last_logged: HashMap<(&'static str, &'static str), Instant>,
+    reported: HashSet<String>,
+}
+
+/// The counters, status and error log of one flow.
+pub struct FlowTelemetry {
+    /// The flow's name.
+    pub flow: String,
+    counters: [AtomicU64; Counter::ALL.len()],
+    status: Mutex<FlowStatus>,
+    errors: Mutex<ErrorLog>,
+}
+
+impl FlowTelemetry {
+    /// Telemetry of `flow`, `starting`.
+    pub fn new(flow: &str) -> Self {
+        FlowTelemetry {
+            flow: flow.to_string(),
+            counters: Default::default(),
+            status: Mutex::new(FlowStatus {
+                state: "starting",
+                ..FlowStatus::default()
+            }),
+            errors: Mutex::new(ErrorLog::default()),
+        }
+    }
+
+    /// Adds `n` to `counter`.
+    pub fn add(&self, counter: Counter, n: u64) {
+        self.counters[counter.index()].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The value of `counter`.
+    pub fn count(&self, counter: Counter) -> u64 {
+        self.counters[counter.index()].load(Ordering::Relaxed)
+    }
+
+    /// Updates the status under its lock.
+    pub fn update(&self, f: impl FnOnce(&mut FlowStatus)) {
+        f(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// A copy of the status.
+    pub fn status(&self) -> FlowStatus {
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Status and counters as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        let status = self.status();
+        let mut json = serde_json::json!({
+            "flow": self.flow,
+            "state": status.state,
+            "mirrored": status.mirrored,
+            "problems": status.problems,
+            "last_error": status.last_error,
+        });
+        if let Some(map) = json.as_object_mut() {
+            for c in Counter::ALL {
+                map.insert(c.name().to_string(), self.count(c).into());
+            }
+        }
+        json
+    }
+
+    /// Counts an error and logs it, at most once per 30 s for the same operation and kind
+    /// (the message of the suppressed repeats may differ, e.g. by offset).
+    pub fn note_error(&self, operation: &'static str, kind: &'static str, message: &dyn Display) {
+        self.add(Counter::Errors, 1);
+        let text = format!("{operation}: {message}");
+        self.update(|s| s.last_error = Some(text));
+        let mut log = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let due = log
+            .last_logged
+            .get(&(operation, kind))
+            .is_none_or(|t| now.duration_since(*t) >= LOG_EVERY);
+        if due {
+            log.last_logged.insert((operation, kind), now);
+            tracing::warn!(flow = %self.flow, operation, kind, error = %message, "flow error (repeats are suppressed for 30s)");
+        }
+    }
+
+    /// Whether this exact event was not reported before; remembers it.
+    pub fn first_time(&self, event: &str) -> bool {
+        let mut log = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        if log.reported.len() >= MAX_REMEMBERED_EVENTS {
+            log.reported.clear();
+        }
+        log.reported.insert(event.to_string())
+    }
+
+    /// How many distinct (operation, kind) pairs the error log remembers.
+    pub fn remembered_error_kinds(&self) -> usize {
+        self.errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last_logged
+            .len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_names_are_unique_and_indexed_in_order() {
+        for (i, c) in Counter::ALL.iter().enumerate() {
+            assert_eq!(c.index(), i);
+        }
+        let names: HashSet<_> = Counter::ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(names.len(), Counter::ALL.len());
+    }
+
+    #[test]
+    fn error_log_memory_is_bounded_by_operation_and_kind() {
+        let t = FlowTelemetry::new("a->b");
+        for offset in 0..1000 {
+            t.note_error("produce", "kafka", &format!("offset {offset} failed"));
+        }
+        assert_eq!(t.remembered_error_kinds(), 1);
+        assert_eq!(t.count(Counter::Errors), 1000);
+        assert_eq!(t.to_json()["errors"], 1000);
+        assert!(t.first_time("x") && !t.first_time("x"));
+    }
+}

@@ -1,0 +1,192 @@
+//! The single-partition internal topics (offset syncs, checkpoints, heartbeats): one way to
+//! write a record to partition 0, and one way to read a topic from its beginning and know
+//! when the end seen at start was reached.
+
+use super::{Cluster, KafkaError, REQUEST_TIMEOUT, delivered};
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::{BorrowedMessage, Message, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Writes records to partition 0 of one internal topic.
+#[derive(Clone)]
+pub struct InternalWriter {
+    producer: FutureProducer,
+    topic: Arc<str>,
+    cluster: Arc<str>,
+}
+
+impl InternalWriter {
+    /// A writer of `topic` on `cluster`, with its own idempotent producer.
+    pub fn new(cluster: &Cluster, topic: &str) -> Result<Self, KafkaError> {
+        Ok(InternalWriter {
+            producer: cluster.producer(&[])?,
+            topic: topic.into(),
+            cluster: cluster.alias.as_str().into(),
+        })
+    }
+
+    /// The topic written to.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    fn error(&self, message: String) -> KafkaError {
+        KafkaError {
+            cluster: self.cluster.to_string(),
+            operation: format!("write to {}", self.topic),
+            message,
+        }
+    }
+
+    /// Queues one record without waiting; the future resolves to its offset once the
+    /// cluster acked it. A full local queue is an error, not a wait.
+    pub fn send(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        headers: Option<OwnedHeaders>,
+    ) -> impl Future<Output = Result<i64, KafkaError>> + Send + use<> {
+        let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&self.topic)
+            .partition(0)
+            .key(key)
+            .payload(value);
+        if let Some(h) = headers {
+            record = record.headers(h);
+        }
+        let queued = self
+            .producer
+            .send_result(record)
+            .map_err(|(e, _)| self.error(e.to_string()));
+        let this = self.clone();
+        async move {
+            match queued {
+                Ok(delivery) => delivered(delivery).await.map_err(|m| this.error(m)),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for every queued record.
+    pub fn flush(&self, timeout: Duration) {
+        use rdkafka::producer::Producer;
+        let _ = self.producer.flush(timeout);
+    }
+}
+
+/// What [`InternalReader::next`] saw.
+pub enum ReadEvent<'a> {
+    /// A record.
+    Record(BorrowedMessage<'a>),
+    /// The reader reached the end of the topic as it was when the reader opened; it keeps
+    /// reading what comes after.
+    CaughtUp,
+}
+
+/// How long a topic must be quiet after its reported end before a read counts as caught up
+/// (some brokers report the last batch's base offset + 1 as the end).
+const QUIET: Duration = Duration::from_millis(500);
+
+/// Reads partition 0 of an internal topic from its beginning, outside any group.
+pub struct InternalReader {
+    consumer: StreamConsumer,
+    topic: String,
+    cluster: String,
+    end: i64,
+    reached_end: bool,
+    caught_up: bool,
+}
+
+impl InternalReader {
+    /// Opens `topic` on `cluster` at its beginning and notes its end offset.
+    pub async fn open(cluster: &Cluster, topic: &str) -> Result<Self, KafkaError> {
+        let op = || format!("read {topic}");
+        let consumer: StreamConsumer = cluster
+            .config_with(&[
+                ("group.id", &format!("kmirror-reader-{topic}")),
+                ("enable.auto.commit", "false"),
+                ("enable.auto.offset.store", "false"),
+                ("enable.partition.eof", "false"),
+            ])
+            .create()
+            .map_err(|e| cluster.error(op(), e))?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Beginning)
+            .map_err(|e| cluster.error(op(), e))?;
+        consumer.assign(&tpl).map_err(|e| cluster.error(op(), e))?;
+        let t = topic.to_string();
+        let (consumer, high) = tokio::task::spawn_blocking(move || {
+            let high = consumer
+                .fetch_watermarks(&t, 0, REQUEST_TIMEOUT)
+                .map(|(_, h)| h);
+            (consumer, high)
+        })
+        .await
+        .map_err(|e| cluster.error(format!("end offset of {topic}"), e))?;
+        let end = high.map_err(|e| cluster.error(format!("end offset of {topic}"), e))?;
+        Ok(InternalReader {
+            consumer,
+            topic: topic.to_string(),
+            cluster: cluster.alias.clone(),
+            end,
+            reached_end: false,
+            caught_up: end <= 0,
+        })
+    }
+
+    /// Whether the end seen at open was reached.
+    pub fn caught_up(&self) -> bool {
+        self.caught_up
+    }
+
+    /// The next record, or [`ReadEvent::CaughtUp`] once when the end seen at open is reached.
+    pub async fn next(&mut self) -> Result<ReadEvent<'_>, KafkaError> {
+        let waiting = self.reached_end && !self.caught_up;
+        let received = if waiting {
+            match tokio::time::timeout(QUIET, self.consumer.recv()).await {
+                Ok(r) => r,
+                Err(_) => {
+                    self.caught_up = true;
+                    return Ok(ReadEvent::CaughtUp);
+                }
+            }
+        } else {
+            self.consumer.recv().await
+        };
+        match received {
+            Ok(msg) => {
+                self.reached_end |= msg.offset() + 1 >= self.end;
+                Ok(ReadEvent::Record(msg))
+            }
+            Err(e) => Err(KafkaError {
+                cluster: self.cluster.clone(),
+                operation: format!("read {}", self.topic),
+                message: e.to_string(),
+            }),
+        }
+    }
+}
+
+/// Reads `topic` from its beginning to the end it had when the read started, giving each
+/// record to `each`; stops at `timeout`. Returns whether the end was reached.
+pub async fn read_to_end(
+    cluster: &Cluster,
+    topic: &str,
+    timeout: Duration,
+    mut each: impl FnMut(&BorrowedMessage<'_>),
+) -> Result<bool, KafkaError> {
+    let mut reader = InternalReader::open(cluster, topic).await?;
+    let deadline = Instant::now() + timeout;
+    while !reader.caught_up() {
+        match tokio::time::timeout_at(deadline.into(), reader.next()).await {
+            Err(_) => return Ok(false),
+            Ok(Ok(ReadEvent::Record(msg))) => each(&msg),
+            Ok(Ok(ReadEvent::CaughtUp)) => {}
+            Ok(Err(_)) => {}
+        }
+    }
+    Ok(true)
+}

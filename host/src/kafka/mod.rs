@@ -1,0 +1,227 @@
+//! Kafka clients (rdkafka): one place builds every client configuration, and wraps the
+//! operations kmirror needs with errors that name the cluster, the operation and the topic
+//! or group.
+//!
+//! - this module: [`ClusterSettings`], [`Cluster`] (client factories) and [`KafkaError`];
+//! - [`admin`]: topics, partitions, configs, consumer groups and their offsets;
+//! - [`internal`]: writing to and reading back the single-partition internal topics
+//!   (offset syncs, checkpoints, heartbeats).
+
+pub mod admin;
+pub mod internal;
+
+pub use admin::{Committed, GroupInfo, TopicConfigEntry, TopicSpec};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::AdminClient;
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::StreamConsumer;
+use rdkafka::producer::{DeliveryFuture, FutureProducer};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A Kafka operation that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("cluster {cluster}: {operation}: {message}")]
+pub struct KafkaError {
+    /// The cluster alias.
+    pub cluster: String,
+    /// What was being done, naming the topic or group where there is one.
+    pub operation: String,
+    /// librdkafka's message.
+    pub message: String,
+}
+
+impl KafkaError {
+    /// A short, stable name of the error's kind (for rate-limited logging).
+    pub fn kind(&self) -> &'static str {
+        "kafka"
+    }
+}
+
+/// How long metadata and admin requests may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Topic name -> partition count.
+pub type TopicPartitions = BTreeMap<String, i32>;
+
+/// One cluster as configured: its alias and client properties.
+#[derive(Clone)]
+pub struct ClusterSettings {
+    /// The alias (what replication policies see: `primary.orders`).
+    pub alias: String,
+    /// `bootstrap.servers`.
+    pub bootstrap_servers: String,
+    /// librdkafka passthrough properties.
+    pub librdkafka: BTreeMap<String, String>,
+}
+
+impl fmt::Debug for ClusterSettings {
+    /// Secrets (passwords, keys, tokens, JAAS configs) are never printed.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let props: BTreeMap<&str, &str> = self
+            .librdkafka
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str(),
+                    if is_secret_key(k) { "***" } else { v.as_str() },
+                )
+            })
+            .collect();
+        f.debug_struct("Cluster")
+            .field("alias", &self.alias)
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("librdkafka", &props)
+            .finish()
+    }
+}
+
+/// Whether a librdkafka property holds a secret.
+pub fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["password", "secret", "jaas", "token", ".key.pem", "ssl.key"]
+        .iter()
+        .any(|s| k.contains(s))
+}
+
+/// One cluster's clients.
+#[derive(Clone)]
+pub struct Cluster {
+    /// Its alias.
+    pub alias: String,
+    config: ClientConfig,
+    admin: Arc<AdminClient<DefaultClientContext>>,
+}
+
+impl Cluster {
+    /// Builds the clients (librdkafka connects lazily).
+    pub fn new(cluster: &ClusterSettings) -> Result<Self, KafkaError> {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &cluster.bootstrap_servers);
+        config.set("client.id", format!("kmirror-{}", cluster.alias));
+        for (k, v) in &cluster.librdkafka {
+            config.set(k, v);
+        }
+        let admin = config.create().map_err(|e| KafkaError {
+            cluster: cluster.alias.clone(),
+            operation: "create admin client".into(),
+            message: e.to_string(),
+        })?;
+        Ok(Cluster {
+            alias: cluster.alias.clone(),
+            config,
+            admin: Arc::new(admin),
+        })
+    }
+
+    pub(crate) fn error(&self, operation: impl Into<String>, message: impl ToString) -> KafkaError {
+        KafkaError {
+            cluster: self.alias.clone(),
+            operation: operation.into(),
+            message: message.to_string(),
+        }
+    }
+
+    pub(crate) fn admin(&self) -> &Arc<AdminClient<DefaultClientContext>> {
+        &self.admin
+    }
+
+    /// The cluster's client configuration with `settings` on top.
+    pub(crate) fn config_with(&self, settings: &[(&str, &str)]) -> ClientConfig {
+        let mut config = self.config.clone();
+        for (k, v) in settings {
+            config.set(*k, *v);
+        }
+        config
+    }
+
+    /// A producer with kmirror's delivery settings (idempotent, acks=all) plus `extra`.
+    pub fn producer(&self, extra: &[(&str, &str)]) -> Result<FutureProducer, KafkaError> {
+        let mut config = self.config_with(&[
+            ("enable.idempotence", "true"),
+            ("acks", "all"),
+            ("linger.ms", "5"),
+            ("compression.type", "none"),
+        ]);
+        for (k, v) in extra {
+            config.set(*k, *v);
+        }
+        config
+            .create()
+            .map_err(|e| self.error("create producer", e))
+    }
+
+    /// A consumer in `group` that never commits or stores offsets by itself.
+    pub fn consumer(
+        &self,
+        group: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<StreamConsumer, KafkaError> {
+        let mut config = self.config_with(&[
+            ("group.id", group),
+            ("enable.auto.commit", "false"),
+            ("enable.auto.offset.store", "false"),
+            ("enable.partition.eof", "false"),
+            ("isolation.level", "read_committed"),
+        ]);
+        for (k, v) in extra {
+            config.set(*k, *v);
+        }
+        config
+            .create()
+            .map_err(|e| self.error(format!("create consumer for group {group}"), e))
+    }
+}
+
+/// The offset a produced record got, or why it was not taken: the one mapping of a
+/// delivery result.
+pub async fn delivered(delivery: DeliveryFuture) -> Result<i64, String> {
+    match delivery.await {
+        Ok(Ok(d)) => Ok(d.offset),
+        Ok(Err((e, _))) => Err(e.to_string()),
+        Err(_) => Err("the producer was dropped".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(props: &[(&str, &str)]) -> Result<Cluster, KafkaError> {
+        Cluster::new(&ClusterSettings {
+            alias: "a".into(),
+            bootstrap_servers: "127.0.0.1:1".into(),
+            librdkafka: props
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        })
+    }
+
+    #[test]
+    fn tls_and_sasl_scram_are_built_in() {
+        assert!(cluster(&[("security.protocol", "SSL")]).is_ok());
+        let r = cluster(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", "u"),
+            ("sasl.password", "p"),
+        ]);
+        assert!(r.is_ok(), "{:?}", r.err());
+    }
+
+    #[test]
+    fn bad_librdkafka_properties_are_named() {
+        let err = cluster(&[("no.such.property", "1")])
+            .err()
+            .expect("rejected")
+            .to_string();
+        assert!(
+            err.contains("cluster a") && err.contains("no.such.property"),
+            "{err}"
+        );
+    }
+}
