@@ -34,7 +34,10 @@ pub async fn run(
         .flows
         .into_iter()
         .map(|f| {
-            let telemetry = Arc::new(FlowTelemetry::new(&f.name));
+            let telemetry = Arc::new(FlowTelemetry::with_unreachable_after(
+                &f.name,
+                f.settings.unreachable_after,
+            ));
             (f, telemetry)
         })
         .collect();

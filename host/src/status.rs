@@ -1,4 +1,6 @@
-//! The status endpoint: `GET /health` (200 when every flow runs, else 503),
+//! The status endpoint: `GET /health` (liveness: 200 while every flow runs and its loops
+//! turn, else 503), `GET /ready` (200 once every flow reached both clusters and finished
+//! its first discovery pass),
 //! `GET /status` (every flow's mirrored topics, problems and counters, as JSON) and
 //! `GET /metrics` (Prometheus, OpenMetrics text).
 
@@ -47,20 +49,22 @@ pub fn serve(listen: &str, flows: Vec<Arc<FlowTelemetry>>) -> Result<StatusServe
                 let flows_json: Vec<serde_json::Value> =
                     flows.iter().map(|f| f.to_json()).collect();
                 let response = match request.url() {
-                    "/health" => {
-                        let healthy = flows_json.iter().all(|f| f["state"] == "running");
+                    "/health" | "/ready" => {
+                        let healths: Vec<_> = flows.iter().map(|f| (f.flow.clone(), f.health())).collect();
+                        let live = healths.iter().all(|(_, h)| h.alive);
+                        let ready = healths.iter().all(|(_, h)| h.ready);
+                        let per_flow: serde_json::Map<String, serde_json::Value> = healths
+                            .iter()
+                            .map(|(name, h)| (name.clone(), serde_json::to_value(h).unwrap_or_default()))
+                            .collect();
                         let states: serde_json::Map<String, serde_json::Value> = flows_json
                             .iter()
-                            .map(|f| {
-                                (
-                                    f["flow"].as_str().unwrap_or("").to_string(),
-                                    f["state"].clone(),
-                                )
-                            })
+                            .map(|f| (f["flow"].as_str().unwrap_or("").to_string(), f["state"].clone()))
                             .collect();
+                        let ok = if request.url() == "/health" { live } else { ready };
                         json(
-                            if healthy { 200 } else { 503 },
-                            &serde_json::json!({ "healthy": healthy, "flows": states }),
+                            if ok { 200 } else { 503 },
+                            &serde_json::json!({ "healthy": live, "ready": ready, "flows": states, "health": per_flow }),
                         )
                     }
                     "/status" => json(200, &serde_json::json!({ "flows": flows_json })),
@@ -75,7 +79,7 @@ pub fn serve(listen: &str, flows: Vec<Arc<FlowTelemetry>>) -> Result<StatusServe
                     }
                     _ => json(
                         404,
-                        &serde_json::json!({ "error": "not found; try /health, /status or /metrics" }),
+                        &serde_json::json!({ "error": "not found; try /health, /ready, /status or /metrics" }),
                     ),
                 };
                 let _ = request.respond(response);

@@ -92,13 +92,11 @@ fn start(
         cluster("backup", target.bootstrap_servers()),
     );
     let settings = ReplicatorSettings {
-        flow: "primary->backup".into(),
-        progress_group: "kmirror.primary.backup".into(),
-        syncs_topic: SYNCS.into(),
-        offset_lag_max: 100,
         flush_interval: Duration::from_millis(200),
         start_offset: StartOffset::Earliest,
         max_in_flight: 500,
+        session_timeout: Duration::from_secs(6),
+        ..ReplicatorSettings::new("primary->backup", "kmirror.primary.backup", SYNCS)
     };
     let assignment: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
     let (tx, rx) = watch::channel(assignment);
@@ -106,9 +104,7 @@ fn start(
     let stop = shutdown.clone();
     let task = tokio::spawn(async move {
         replication::run(
-            &src,
-            &tgt,
-            &src,
+            [src.clone(), tgt, src],
             settings,
             rx,
             stop,

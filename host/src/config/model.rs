@@ -109,6 +109,20 @@ pub enum StartOffset {
     Latest,
 }
 
+/// What a flow does with a record its target will never take (too large, rejected, not
+/// authorized).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnUnproducible {
+    /// The record's partition stops there, is reported, and retries it every minute; every
+    /// other partition goes on.
+    #[default]
+    Pause,
+    /// The record is skipped (logged and counted) and mirroring goes on: MM2's
+    /// `errors.tolerance = all`.
+    Skip,
+}
+
 /// One `[[flows]]` entry.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -172,6 +186,19 @@ pub struct FlowConfig {
     /// How often group offsets are synced.
     #[serde(default = "default_five_seconds", with = "humantime_serde")]
     pub sync_group_offsets_interval: Duration,
+    /// What happens to a record the target will never take: `pause` (default) or `skip`.
+    #[serde(default)]
+    pub on_unproducible: OnUnproducible,
+    /// The consumer-group session timeout of the flow's instances: how soon a dead
+    /// instance's partitions and duties move to another.
+    #[serde(default = "default_session_timeout", with = "humantime_serde")]
+    pub session_timeout: Duration,
+    /// How long a graceful stop waits for records in flight before it stores progress.
+    #[serde(default = "default_shutdown_timeout", with = "humantime_serde")]
+    pub shutdown_timeout: Duration,
+    /// How long a cluster may be unreachable before the flow reports itself degraded.
+    #[serde(default = "default_unreachable_after", with = "humantime_serde")]
+    pub unreachable_after: Duration,
 }
 
 fn default_plugins_dir() -> PathBuf {
@@ -200,4 +227,13 @@ fn default_five_seconds() -> Duration {
 }
 fn default_flush_interval() -> Duration {
     Duration::from_secs(1)
+}
+fn default_session_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_shutdown_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_unreachable_after() -> Duration {
+    Duration::from_secs(30)
 }

@@ -1,7 +1,7 @@
 //! A flow's runtime settings, built from its `[[flows]]` entry in one validated step:
 //! every duration is positive, numbers are in range, features that are off are `None`.
 
-use super::model::{FlowConfig, StartOffset, SyncsLocation};
+use super::model::{FlowConfig, OnUnproducible, StartOffset, SyncsLocation};
 use std::time::Duration;
 
 /// How a flow runs, as validated.
@@ -25,6 +25,14 @@ pub struct FlowSettings {
     pub sync_topic_configs: bool,
     /// Checkpoint settings; `None` when checkpoints are off.
     pub checkpoints: Option<CheckpointSettings>,
+    /// What happens to a record the target will never take.
+    pub on_unproducible: OnUnproducible,
+    /// The consumer-group session timeout.
+    pub session_timeout: Duration,
+    /// How long a graceful stop waits for records in flight.
+    pub shutdown_timeout: Duration,
+    /// How long a cluster may be unreachable before the flow is degraded.
+    pub unreachable_after: Duration,
 }
 
 /// How checkpoints and group offset sync run.
@@ -87,6 +95,14 @@ impl FlowSettings {
             c.sync_group_offsets_interval,
             c.emit_checkpoints_enabled && c.sync_group_offsets,
         );
+        let shutdown_timeout = positive("shutdown_timeout", c.shutdown_timeout, true);
+        let unreachable_after = positive("unreachable_after", c.unreachable_after, true);
+        if !(Duration::from_secs(1)..=Duration::from_secs(300)).contains(&c.session_timeout) {
+            errors.push(SettingError {
+                key: "session_timeout",
+                message: "must be between 1s and 300s".into(),
+            });
+        }
         if c.offset_lag_max == 0 {
             errors.push(SettingError {
                 key: "offset_lag_max",
@@ -126,6 +142,10 @@ impl FlowSettings {
                 refresh_groups_interval,
                 sync_group_offsets: c.sync_group_offsets.then_some(sync_interval),
             }),
+            on_unproducible: c.on_unproducible,
+            session_timeout: c.session_timeout,
+            shutdown_timeout,
+            unreachable_after,
         })
     }
 }

@@ -26,9 +26,13 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => {
+                telemetry.loop_ended("heartbeats");
+                return;
+            }
             _ = tick.tick() => {}
         }
+        telemetry.tick("heartbeats", interval);
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);

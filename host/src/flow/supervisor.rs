@@ -62,14 +62,15 @@ pub async fn run(
     let stop = shutdown.child_token();
     let (routes_tx, routes) = watch::channel(Routes::new());
     let mut tasks = Tasks::default();
+    let fs = &flow.settings;
     let settings = ReplicatorSettings {
-        flow: name.clone(),
-        progress_group: progress_group(src, dst),
-        syncs_topic: topics.offset_syncs.clone(),
-        offset_lag_max: flow.settings.offset_lag_max,
-        flush_interval: flow.settings.offset_flush_interval,
-        start_offset: flow.settings.start_offset,
-        max_in_flight: 10_000,
+        offset_lag_max: fs.offset_lag_max,
+        flush_interval: fs.offset_flush_interval,
+        start_offset: fs.start_offset,
+        on_unproducible: fs.on_unproducible,
+        drain_timeout: fs.shutdown_timeout,
+        session_timeout: fs.session_timeout,
+        ..ReplicatorSettings::new(&name, &progress_group(src, dst), &topics.offset_syncs)
     };
     let clusters = [source.clone(), target.clone(), syncs_cluster.clone()];
     tasks.spawn(
@@ -143,7 +144,8 @@ pub async fn run(
     );
 
     let result = tasks.join(&name, &stop).await;
-    telemetry.update(|s| s.state = "stopped");
+    let state = if result.is_ok() { "stopped" } else { "failed" };
+    telemetry.update(|s| s.state = state);
     tracing::info!(flow = %name, records = telemetry.count(Counter::Records), "flow stopped");
     result
 }

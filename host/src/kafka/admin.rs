@@ -262,6 +262,36 @@ impl Cluster {
             .collect())
     }
 
+    /// The end offsets of `partitions` (one request per broker), through `client`.
+    /// Partitions the cluster reports no end for are left out.
+    pub async fn end_offsets(
+        &self,
+        client: &Arc<BaseConsumer>,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<((String, i32), i64)>, KafkaError> {
+        let mut tpl = TopicPartitionList::new();
+        for (t, p) in partitions {
+            tpl.add_partition_offset(t, *p, Offset::End)
+                .map_err(|e| self.error("end offsets", e))?;
+        }
+        let client = client.clone();
+        let result =
+            tokio::task::spawn_blocking(move || client.offsets_for_times(tpl, REQUEST_TIMEOUT))
+                .await
+                .map_err(|e| self.error("end offsets", e))?
+                .map_err(|e| self.error("end offsets", e))?;
+        Ok(result
+            .elements()
+            .iter()
+            .filter_map(|e| match (e.error(), e.offset()) {
+                (Ok(()), Offset::Offset(o)) if o >= 0 => {
+                    Some(((e.topic().to_string(), e.partition()), o))
+                }
+                _ => None,
+            })
+            .collect())
+    }
+
     /// Commits `offsets` (topic, partition, offset) for `group`. Kafka refuses it while the
     /// group has members.
     pub async fn commit(

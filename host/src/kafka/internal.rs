@@ -86,9 +86,9 @@ pub enum ReadEvent<'a> {
     CaughtUp,
 }
 
-/// How long a topic must be quiet after its reported end before a read counts as caught up
-/// (some brokers report the last batch's base offset + 1 as the end).
-const QUIET: Duration = Duration::from_millis(500);
+/// Records read past the reported end at most before a read counts as caught up anyway
+/// (the topic keeps growing while it is read).
+const MAX_PAST_END: u32 = 10_000;
 
 /// Reads partition 0 of an internal topic from its beginning, outside any group.
 pub struct InternalReader {
@@ -97,6 +97,7 @@ pub struct InternalReader {
     cluster: String,
     end: i64,
     reached_end: bool,
+    past_end: u32,
     caught_up: bool,
 }
 
@@ -133,6 +134,7 @@ impl InternalReader {
             cluster: cluster.alias.clone(),
             end,
             reached_end: false,
+            past_end: 0,
             caught_up: end <= 0,
         })
     }
@@ -143,11 +145,25 @@ impl InternalReader {
     }
 
     /// The next record, or [`ReadEvent::CaughtUp`] once when the end seen at open is reached.
+    ///
+    /// Caught up means: a record at or past the end offset reported at open was read, and
+    /// what the client had already fetched with it was read too. Some brokers report the
+    /// last batch's base offset + 1 as the end; the rest of that batch comes in the same
+    /// fetch, so it is read before the reader counts as caught up. Readiness never waits
+    /// for the topic to go quiet: under steady writes it is reached as soon as the local
+    /// queue runs dry once, or after a bounded number of records past the end.
     pub async fn next(&mut self) -> Result<ReadEvent<'_>, KafkaError> {
-        let waiting = self.reached_end && !self.caught_up;
-        let received = if waiting {
-            match tokio::time::timeout(QUIET, self.consumer.recv()).await {
-                Ok(r) => r,
+        let received = if self.reached_end && !self.caught_up {
+            if self.past_end >= MAX_PAST_END {
+                self.caught_up = true;
+                return Ok(ReadEvent::CaughtUp);
+            }
+            // Only what is already here: the inner future is polled before the timer.
+            match tokio::time::timeout(Duration::ZERO, self.consumer.recv()).await {
+                Ok(r) => {
+                    self.past_end += 1;
+                    r
+                }
                 Err(_) => {
                     self.caught_up = true;
                     return Ok(ReadEvent::CaughtUp);

@@ -2,12 +2,14 @@
 //! operations kmirror needs with errors that name the cluster, the operation and the topic
 //! or group.
 //!
-//! - this module: [`ClusterSettings`], [`Cluster`] (client factories) and [`KafkaError`];
+//! - this module: [`ClusterSettings`], [`Cluster`] and [`KafkaError`];
+//! - [`clients`]: producers and consumers with kmirror's guarantees;
 //! - [`admin`]: topics, partitions, configs, consumer groups and their offsets;
 //! - [`internal`]: writing to and reading back the single-partition internal topics
 //!   (offset syncs, checkpoints, heartbeats).
 
 pub mod admin;
+pub mod clients;
 pub mod internal;
 
 pub use admin::{Committed, GroupInfo, TopicConfigEntry, TopicSpec};
@@ -15,8 +17,7 @@ pub use admin::{Committed, GroupInfo, TopicConfigEntry, TopicSpec};
 use rdkafka::ClientConfig;
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::StreamConsumer;
-use rdkafka::producer::{DeliveryFuture, FutureProducer};
+use rdkafka::producer::DeliveryFuture;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -136,43 +137,6 @@ impl Cluster {
             config.set(*k, *v);
         }
         config
-    }
-
-    /// A producer with kmirror's delivery settings (idempotent, acks=all) plus `extra`.
-    pub fn producer(&self, extra: &[(&str, &str)]) -> Result<FutureProducer, KafkaError> {
-        let mut config = self.config_with(&[
-            ("enable.idempotence", "true"),
-            ("acks", "all"),
-            ("linger.ms", "5"),
-            ("compression.type", "none"),
-        ]);
-        for (k, v) in extra {
-            config.set(*k, *v);
-        }
-        config
-            .create()
-            .map_err(|e| self.error("create producer", e))
-    }
-
-    /// A consumer in `group` that never commits or stores offsets by itself.
-    pub fn consumer(
-        &self,
-        group: &str,
-        extra: &[(&str, &str)],
-    ) -> Result<StreamConsumer, KafkaError> {
-        let mut config = self.config_with(&[
-            ("group.id", group),
-            ("enable.auto.commit", "false"),
-            ("enable.auto.offset.store", "false"),
-            ("enable.partition.eof", "false"),
-            ("isolation.level", "read_committed"),
-        ]);
-        for (k, v) in extra {
-            config.set(*k, *v);
-        }
-        config
-            .create()
-            .map_err(|e| self.error(format!("create consumer for group {group}"), e))
     }
 }
 

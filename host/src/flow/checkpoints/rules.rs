@@ -43,6 +43,15 @@ pub fn checkpoint(
     })
 }
 
+/// Whether the syncs that gave a translation describe the target partition as it is: not
+/// when the partition ends (`target_end`) before the oldest target offset the syncs hold
+/// (the topic was recreated, and its first new sync was not read yet).
+pub fn syncs_match_target(target_end: Option<i64>, oldest_synced: Option<i64>) -> bool {
+    !target_end
+        .zip(oldest_synced)
+        .is_some_and(|(end, oldest)| end < oldest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +115,17 @@ mod tests {
             checkpoint(&routes, "g", committed("payments"), 7).is_none(),
             "not mirrored"
         );
+    }
+
+    #[test]
+    fn syncs_of_a_recreated_target_topic_are_not_used() {
+        assert!(syncs_match_target(Some(5000), Some(1000)), "the usual case");
+        assert!(syncs_match_target(Some(1000), Some(1000)));
+        assert!(
+            !syncs_match_target(Some(3), Some(1000)),
+            "recreated: the end is before every sync"
+        );
+        assert!(syncs_match_target(None, Some(1000)), "end unknown");
+        assert!(syncs_match_target(Some(3), None));
     }
 }

@@ -68,6 +68,7 @@ pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
         }
     };
     let mut cp = Checkpointer {
+        epochs: HashMap::new(),
         last: HashMap::new(),
         clients: HashMap::new(),
         accepted: Vec::new(),
@@ -93,11 +94,16 @@ pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
     }
     let mut tick = tokio::time::interval(cp.ctx.settings.emit_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let every = cp.ctx.settings.emit_interval;
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => {
+                cp.ctx.telemetry.loop_ended("checkpoints");
+                return;
+            }
             _ = tick.tick() => {}
         }
+        cp.ctx.telemetry.tick("checkpoints", every);
         if !cp.ctx.store.is_ready() {
             continue;
         }
@@ -121,6 +127,9 @@ pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
                 Err(e) => cp.ctx.telemetry.note_error("emit checkpoint", e.kind(), &e),
             }
         }
+        cp.ctx
+            .telemetry
+            .update(|s| s.last_checkpoint_pass_ms = Some(crate::flow::telemetry::now_ms()));
         if count > 0 {
             tracing::debug!(flow = %cp.ctx.telemetry.flow, groups = cp.accepted.len(), checkpoints = count, took = ?started.elapsed(), "checkpoint pass");
         }
@@ -133,8 +142,17 @@ pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
     }
 }
 
+/// A translation, and the oldest target offset its syncs describe.
+struct Translated {
+    offset: i64,
+    epoch: u64,
+    oldest_downstream: Option<i64>,
+}
+
 struct Checkpointer {
     ctx: CheckpointContext,
+    /// The store's epoch per source partition when its checkpoints were made.
+    epochs: HashMap<(String, i32), u64>,
     last: HashMap<CheckpointKey, Checkpoint>,
     clients: HashMap<(bool, String), Arc<BaseConsumer>>,
     accepted: Vec<String>,
@@ -204,6 +222,14 @@ impl Checkpointer {
         if partitions.is_empty() {
             return Vec::new();
         }
+        // A target partition that ends before every retained sync is not the one the syncs
+        // describe (the topic was recreated and no new sync arrived yet): no checkpoint
+        // from them. (Some brokers report an end that lags the true one by up to a batch,
+        // so the end is used to detect this, not as a cap.)
+        let ends = self.target_ends(&routes, &partitions).await;
+        let Some(ends) = ends else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
         for group in self.accepted.clone() {
             let Some(client) = self.client(false, &group) else {
@@ -223,17 +249,39 @@ impl Checkpointer {
                     continue;
                 }
             };
-            let store = self
-                .ctx
-                .store
-                .store
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            for c in committed {
-                let Some(downstream) = store.translate(&c.topic, c.partition, c.offset) else {
+            let translated: Vec<_> = {
+                let store = self
+                    .ctx
+                    .store
+                    .store
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                committed
+                    .into_iter()
+                    .filter_map(|c| {
+                        let t = store.translation(&c.topic, c.partition, c.offset)?;
+                        let oldest = store.oldest_downstream(&c.topic, c.partition);
+                        Some((
+                            c,
+                            Translated {
+                                offset: t.offset,
+                                epoch: t.epoch,
+                                oldest_downstream: oldest,
+                            },
+                        ))
+                    })
+                    .collect()
+            };
+            for (c, t) in translated {
+                self.follow_epoch(&routes, &c.topic, c.partition, t.epoch);
+                let Some(route) = routes.get(&c.topic) else {
                     continue;
                 };
-                let Some(next) = rules::checkpoint(&routes, &group, c, downstream) else {
+                let end = ends.get(&(route.target.clone(), c.partition)).copied();
+                if !rules::syncs_match_target(end, t.oldest_downstream) {
+                    continue;
+                }
+                let Some(next) = rules::checkpoint(&routes, &group, c, t.offset) else {
                     continue;
                 };
                 if rules::should_emit(self.last.get(&rules::key(&next)), &next) {
@@ -242,6 +290,43 @@ impl Checkpointer {
             }
         }
         out
+    }
+
+    /// The target partitions' end offsets; `None` (no pass) when they cannot be read.
+    async fn target_ends(
+        &mut self,
+        routes: &Routes,
+        partitions: &[(String, i32)],
+    ) -> Option<HashMap<(String, i32), i64>> {
+        let targets: Vec<(String, i32)> = partitions
+            .iter()
+            .filter_map(|(t, p)| routes.get(t).map(|r| (r.target.clone(), *p)))
+            .collect();
+        let client = self.client(true, OWN_GROUP_PREFIX)?;
+        match self.ctx.target.end_offsets(&client, &targets).await {
+            Ok(ends) => Some(ends.into_iter().collect()),
+            Err(e) => {
+                self.ctx
+                    .telemetry
+                    .note_error("read target end offsets", e.kind(), &e);
+                None
+            }
+        }
+    }
+
+    /// When the store reset a partition (a rewind: the target topic was recreated, or the
+    /// source re-mirrored), checkpoints made from its old syncs are forgotten, so the new
+    /// ones are emitted even if they are behind.
+    fn follow_epoch(&mut self, routes: &Routes, topic: &str, partition: i32, epoch: u64) {
+        let key = (topic.to_string(), partition);
+        let known = self.epochs.insert(key, epoch);
+        if known.is_some_and(|k| k != epoch) {
+            if let Some(route) = routes.get(topic) {
+                self.last
+                    .retain(|k, _| !(k.1 == route.target && k.2 == partition));
+                tracing::info!(flow = %self.ctx.telemetry.flow, topic, partition, "offset syncs were reset; checkpoints start over");
+            }
+        }
     }
 
     /// Commits checkpoints to idle target groups where the target is behind.

@@ -51,8 +51,12 @@ pub async fn run(
                 changed
             });
         }
+        discovery.ctx.telemetry.tick("discovery", interval);
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => {
+                discovery.ctx.telemetry.loop_ended("discovery");
+                return;
+            }
             _ = tokio::time::sleep(interval) => {}
         }
     }
@@ -70,20 +74,22 @@ impl Discovery {
     /// One pass; `None` when a cluster could not be listed (the last routes stay).
     async fn pass(&mut self) -> Option<Routes> {
         let telemetry = self.ctx.telemetry.clone();
-        let source = match self.ctx.source.topics().await {
-            Ok(s) => s,
+        let (src, dst) = (&self.ctx.source, &self.ctx.target);
+        let (source, target) = tokio::join!(src.topics(), dst.topics());
+        let listed = |cluster: &Cluster, operation, r| match r {
+            Ok(t) => {
+                telemetry.reached(&cluster.alias);
+                Some(t)
+            }
             Err(e) => {
-                telemetry.note_error("list source topics", e.kind(), &e);
-                return None;
+                telemetry.unreachable(&cluster.alias, &e);
+                telemetry.note_error(operation, crate::kafka::KafkaError::kind(&e), &e);
+                None
             }
         };
-        let mut target = match self.ctx.target.topics().await {
-            Ok(t) => t,
-            Err(e) => {
-                telemetry.note_error("list target topics", e.kind(), &e);
-                return None;
-            }
-        };
+        let source = listed(src, "list source topics", source);
+        let target = listed(dst, "list target topics", target);
+        let (source, mut target) = (source?, target?);
         let new: Vec<String> = source
             .keys()
             .filter(|t| !self.decisions.contains_key(*t))
@@ -106,6 +112,7 @@ impl Discovery {
             s.state = "running";
             s.mirrored = plan.mirror.clone();
             s.problems = problems;
+            s.last_discovery_ms = Some(crate::flow::telemetry::now_ms());
         });
         if plan.mirror != self.mirrored {
             let names: Vec<String> = plan

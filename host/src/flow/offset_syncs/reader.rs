@@ -27,6 +27,9 @@ impl SharedStore {
     }
 }
 
+/// How often the reader reports that it is alive.
+const LIVENESS: Duration = Duration::from_secs(5);
+
 /// Tails `topic` on `cluster` into `shared` until `shutdown`. Malformed records are
 /// skipped and counted.
 pub async fn run(
@@ -36,6 +39,7 @@ pub async fn run(
     telemetry: Arc<FlowTelemetry>,
     shutdown: CancellationToken,
 ) {
+    telemetry.update(|s| s.translation_ready = Some(false));
     let mut reader = loop {
         match InternalReader::open(&cluster, &topic).await {
             Ok(r) => break r,
@@ -46,19 +50,31 @@ pub async fn run(
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
     };
-    if reader.caught_up() {
+    let ready = |shared: &SharedStore| {
         shared.ready.store(true, Ordering::Release);
+        telemetry.update(|s| s.translation_ready = Some(true));
+        tracing::info!(flow = %telemetry.flow, topic = %topic, "offset syncs read; translating");
+    };
+    if reader.caught_up() {
+        ready(&shared);
     }
+    let mut alive = tokio::time::interval(LIVENESS);
     loop {
         let event = tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => {
+                telemetry.loop_ended("offset-sync reader");
+                return;
+            }
+            _ = alive.tick() => {
+                telemetry.tick("offset-sync reader", LIVENESS);
+                continue;
+            }
             event = reader.next() => event,
         };
         let msg = match event {
             Ok(ReadEvent::Record(msg)) => msg,
             Ok(ReadEvent::CaughtUp) => {
-                shared.ready.store(true, Ordering::Release);
-                tracing::info!(flow = %telemetry.flow, topic = %topic, "offset syncs read; translating");
+                ready(&shared);
                 continue;
             }
             Err(e) => {
@@ -66,19 +82,22 @@ pub async fn run(
                 continue;
             }
         };
-        match OffsetSync::decode(msg.key(), msg.payload()) {
-            Ok(sync) => {
-                let marker = msg
-                    .headers()
-                    .and_then(|h| h.iter().find(|h| h.key == MARKER_HEADER))
-                    .and_then(|h| h.value)
-                    .and_then(SyncMarker::decode);
-                shared
-                    .store
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .add(&sync, marker);
-            }
+        let decoded = OffsetSync::decode(msg.key(), msg.payload()).map_err(|e| e.to_string());
+        let added = decoded.and_then(|sync| {
+            let marker = msg
+                .headers()
+                .and_then(|h| h.iter().find(|h| h.key == MARKER_HEADER))
+                .and_then(|h| h.value)
+                .and_then(SyncMarker::decode);
+            shared
+                .store
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .add(&sync, marker)
+                .map_err(|e| e.to_string())
+        });
+        match added {
+            Ok(()) => {}
             Err(e) => {
                 telemetry.add(Counter::MalformedOffsetSyncs, 1);
                 telemetry.note_error(

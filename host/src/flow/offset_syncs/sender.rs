@@ -1,105 +1,177 @@
-//! The writer's syncs on their way to the offset-syncs topic: at most a few in flight, the
-//! rest queued in the writer (where only what exact translation needs is kept).
+//! The writer's syncs on their way to the offset-syncs topic, from the data plane's thread:
+//! at most a few in flight (only the newest pending sync per partition matters while the
+//! topic is slow), the rest queued in the writer, where only what exact translation needs
+//! is kept.
 
-use super::{MARKER_HEADER, OffsetSyncWriter, TopicPartition};
+use super::writer::{OffsetSyncWriter, PendingSync};
+use super::{MARKER_HEADER, OffsetSync};
 use crate::flow::telemetry::{Counter, FlowTelemetry};
-use crate::kafka::internal::InternalWriter;
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
-use rdkafka::message::{Header, OwnedHeaders};
-use std::future::Future;
-use std::pin::Pin;
+use crate::kafka::{Cluster, KafkaError};
+use rdkafka::ClientContext;
+use rdkafka::message::{DeliveryResult, Header, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
-/// Offset syncs in flight at most (only the newest pending one per partition matters).
+/// Offset syncs in flight at most.
 const MAX_SYNCS_IN_FLIGHT: usize = 8;
 
-type Sent = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// A partition as the data plane numbers it (unique for each time it is assigned).
+pub type PartitionKey = u64;
 
-/// Decides and sends one replicator's offset syncs.
-pub struct SyncSender {
-    writer: OffsetSyncWriter,
-    out: InternalWriter,
-    in_flight: FuturesUnordered<Sent>,
+/// Counts the syncs' delivery reports.
+struct SyncDeliveries {
+    in_flight: AtomicUsize,
     telemetry: Arc<FlowTelemetry>,
 }
 
-impl SyncSender {
-    /// Sends the syncs `writer` decides on through `out`.
-    pub fn new(
-        writer: OffsetSyncWriter,
-        out: InternalWriter,
-        telemetry: Arc<FlowTelemetry>,
-    ) -> Self {
-        SyncSender {
-            writer,
-            out,
-            in_flight: FuturesUnordered::new(),
-            telemetry,
+impl ClientContext for SyncDeliveries {}
+
+impl ProducerContext for SyncDeliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        match result {
+            Ok(_) => self.telemetry.add(Counter::OffsetSyncs, 1),
+            Err((e, _)) => self
+                .telemetry
+                .note_error("offset sync", "kafka", &e.to_string()),
         }
     }
+}
 
-    /// Source `up` of `tp` was acked by the target at `down`.
-    pub fn on_ack(&mut self, tp: &TopicPartition, up: i64, down: i64) {
-        if self.writer.on_ack(tp, up, down).is_some() {
-            self.send();
+/// Decides and sends one replicator's offset syncs.
+pub struct SyncSender {
+    writer: OffsetSyncWriter<PartitionKey>,
+    names: HashMap<PartitionKey, (Arc<str>, i32)>,
+    retired: Vec<PartitionKey>,
+    producer: ThreadedProducer<SyncDeliveries>,
+    topic: String,
+}
+
+impl SyncSender {
+    /// Sends the syncs `writer` decides on to `topic` on `cluster`.
+    pub fn new(
+        writer: OffsetSyncWriter<PartitionKey>,
+        cluster: &Cluster,
+        topic: &str,
+        telemetry: Arc<FlowTelemetry>,
+    ) -> Result<Self, KafkaError> {
+        let context = SyncDeliveries {
+            in_flight: AtomicUsize::new(0),
+            telemetry,
+        };
+        Ok(SyncSender {
+            writer,
+            names: HashMap::new(),
+            retired: Vec::new(),
+            producer: cluster.threaded_producer(&[], context)?,
+            topic: topic.to_string(),
+        })
+    }
+
+    /// Names `key` (a partition starts being replicated).
+    pub fn register(&mut self, key: PartitionKey, topic: Arc<str>, partition: i32) {
+        self.names.insert(key, (topic, partition));
+    }
+
+    /// Source `up` of `key` was acked by the target at `down`.
+    pub fn on_ack(&mut self, key: PartitionKey, up: i64, down: i64) {
+        if self.writer.on_ack(&key, up, down).is_some() {
+            self.pump();
         }
     }
 
     /// Queues every delayed sync and sends what fits (each flush interval).
     pub fn flush_delayed(&mut self) {
         self.writer.promote_delayed();
-        self.send();
+        self.pump();
     }
 
-    /// Forgets a partition that is no longer replicated.
-    pub fn forget(&mut self, tp: &TopicPartition) {
-        self.writer.forget(tp);
+    /// The partition leaves this replicator: its last sync is queued, and it is forgotten
+    /// once its queued syncs are sent.
+    pub fn retire(&mut self, key: PartitionKey) {
+        self.writer.promote_one(&key);
+        self.writer.forget(&key);
+        self.retired.push(key);
+        self.pump();
     }
 
-    /// Whether a sync is in flight.
-    pub fn busy(&self) -> bool {
-        !self.in_flight.is_empty()
-    }
-
-    /// Waits for one sync in flight to be acked, then sends more.
-    pub async fn completed(&mut self) {
-        if self.in_flight.next().await.is_some() {
-            self.send();
+    /// Sends what fits in flight now.
+    pub fn pump(&mut self) {
+        let dropped = self.writer.take_dropped();
+        if dropped > 0 {
+            self.producer
+                .context()
+                .telemetry
+                .add(Counter::OffsetSyncsDropped, dropped);
         }
-    }
-
-    /// Sends every queued sync and waits for all of them (a graceful stop).
-    pub async fn drain(&mut self) {
-        self.writer.promote_delayed();
-        loop {
-            self.send();
-            if self.in_flight.next().await.is_none() && !self.writer.has_pending() {
-                return;
+        let room = MAX_SYNCS_IN_FLIGHT
+            .saturating_sub(self.producer.context().in_flight.load(Ordering::Acquire));
+        if room > 0 && self.writer.has_pending() {
+            for sync in self.writer.take_pending(room) {
+                self.send(sync);
+            }
+        }
+        if !self.retired.is_empty() && !self.writer.has_pending() {
+            for key in self.retired.drain(..) {
+                self.names.remove(&key);
             }
         }
     }
 
-    fn send(&mut self) {
-        let dropped = self.writer.take_dropped();
-        if dropped > 0 {
-            self.telemetry.add(Counter::OffsetSyncsDropped, dropped);
+    fn send(&mut self, p: PendingSync<PartitionKey>) {
+        let Some((topic, partition)) = self.names.get(&p.key) else {
+            return;
+        };
+        let sync = OffsetSync {
+            topic: topic.to_string(),
+            partition: *partition,
+            upstream: p.upstream,
+            downstream: p.downstream,
+        };
+        let (key, value, marker) = (sync.key(), sync.value(), p.marker.encode());
+        let headers = OwnedHeaders::new().insert(Header {
+            key: MARKER_HEADER,
+            value: Some(marker.as_bytes()),
+        });
+        let record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&self.topic)
+            .partition(0)
+            .key(key.as_slice())
+            .payload(value.as_slice())
+            .headers(headers);
+        self.producer
+            .context()
+            .in_flight
+            .fetch_add(1, Ordering::AcqRel);
+        if let Err((e, _)) = self.producer.send(record) {
+            self.producer
+                .context()
+                .in_flight
+                .fetch_sub(1, Ordering::AcqRel);
+            self.producer
+                .context()
+                .telemetry
+                .note_error("offset sync", "kafka", &e.to_string());
         }
-        let room = MAX_SYNCS_IN_FLIGHT.saturating_sub(self.in_flight.len());
-        for (sync, marker) in self.writer.take_pending(room) {
-            let marker = marker.encode();
-            let headers = OwnedHeaders::new().insert(Header {
-                key: MARKER_HEADER,
-                value: Some(marker.as_bytes()),
-            });
-            let sent = self.out.send(&sync.key(), &sync.value(), Some(headers));
-            let telemetry = self.telemetry.clone();
-            self.in_flight.push(Box::pin(async move {
-                match sent.await {
-                    Ok(_) => telemetry.add(Counter::OffsetSyncs, 1),
-                    Err(e) => telemetry.note_error("offset sync", e.kind(), &e),
-                }
-            }));
+    }
+
+    /// Sends every queued sync and waits up to `timeout` for all of them (a graceful stop).
+    pub fn drain(&mut self, timeout: Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        self.writer.promote_delayed();
+        loop {
+            self.pump();
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if !self.writer.has_pending() || left.is_zero() {
+                break;
+            }
+            let _ = self.producer.flush(left.min(Duration::from_millis(100)));
         }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let _ = self.producer.flush(left);
     }
 }

@@ -7,16 +7,19 @@
 //! `translate(g)`: the newest retained sync `a` with `a.up <= g`;
 //! - `g == a.up`: `a.down`;
 //! - the next sync `b` follows `a` in the same writer session with the next sequence number
-//!   (see [`SyncMarker`]), so no sync is missing between them: when `b.up - a.up ==
-//!   b.down - a.down` the records between are one contiguous run and the answer is
-//!   `a.down + (g - a.up)`; otherwise `a` ended its run and the first record at or after
-//!   `g` is `b`: `b.down`. Both are exact;
+//!   (see [`SyncMarker`]), so no sync is missing between them and there is at most one break
+//!   between them, right before `b`: the `n = b.down - a.down` records from `a` on are
+//!   contiguous upstream from `a.up`. So `g - a.up < n` gives `a.down + (g - a.up)`, and any
+//!   later `g` (in the gap) gives `b.down`, the first record after it. Both are exact;
 //! - otherwise (no marker, as MM2 writes; a hole; the newest sync): MM2's rule
 //!   `a.down + 1`, which never skips a record;
 //! - no retained sync at or before `g`: MM2's slots, else no translation.
 //!
-//! An upstream rewind (a sync older than the newest) invalidates everything before it, as
-//! in MM2.
+//! A rewind invalidates everything before it: upstream (an older source offset than the
+//! newest, as in MM2: the source partition was re-mirrored from earlier) and downstream (a
+//! smaller target offset: the target topic was truncated or recreated). Each reset bumps the
+//! partition's *epoch*, so checkpoints made from the old syncs can be replaced.
+//! Syncs with impossible offsets (negative, or beyond [`MAX_OFFSET`]) are refused.
 
 use super::SyncMarker;
 use crate::formats::OffsetSync;
@@ -77,10 +80,34 @@ struct Entry {
     marker: Option<SyncMarker>,
 }
 
+/// The largest offset a sync may carry: far beyond any real log, and small enough that
+/// offset arithmetic never overflows.
+pub const MAX_OFFSET: i64 = 1 << 62;
+
+/// Why a sync was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("impossible offsets in an offset sync: upstream {upstream}, downstream {downstream}")]
+pub struct ImpossibleOffsets {
+    /// The upstream offset.
+    pub upstream: i64,
+    /// The downstream offset.
+    pub downstream: i64,
+}
+
+/// A translated offset and the epoch of the syncs it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Translation {
+    /// The target offset.
+    pub offset: i64,
+    /// The partition's epoch (bumped at every rewind).
+    pub epoch: u64,
+}
+
 #[derive(Debug, Clone)]
 struct PartitionSyncs {
     dense: VecDeque<Entry>,
     mm2: Mm2Syncs,
+    epoch: u64,
 }
 
 fn consecutive(a: &Entry, b: &Entry) -> bool {
@@ -89,8 +116,17 @@ fn consecutive(a: &Entry, b: &Entry) -> bool {
 
 impl PartitionSyncs {
     fn add(&mut self, e: Entry) {
-        if self.dense.back().is_some_and(|last| last.up > e.up) {
+        let rewound = self
+            .dense
+            .back()
+            .is_some_and(|last| last.up > e.up || last.down > e.down);
+        if rewound {
             self.dense.clear();
+            self.epoch += 1;
+            if self.mm2.slots[0].1 > e.down {
+                // The target was truncated or recreated: MM2's slots are stale too.
+                self.mm2 = Mm2Syncs::new(e.up, e.down);
+            }
         }
         self.dense.push_back(e);
         if self.dense.len() > MAX_SYNCS_PER_PARTITION {
@@ -111,7 +147,8 @@ impl PartitionSyncs {
         }
         match self.dense.get(idx) {
             Some(b) if consecutive(a, b) => {
-                if b.up - a.up == b.down - a.down {
+                let run = b.down - a.down;
+                if g - a.up < run {
                     Some(a.down + (g - a.up))
                 } else {
                     Some(b.down)
@@ -135,7 +172,19 @@ impl OffsetSyncStore {
     }
 
     /// Adds one sync as read from the offset-syncs topic (with its marker header, if any).
-    pub fn add(&mut self, sync: &OffsetSync, marker: Option<SyncMarker>) {
+    /// A sync with impossible offsets is refused and changes nothing.
+    pub fn add(
+        &mut self,
+        sync: &OffsetSync,
+        marker: Option<SyncMarker>,
+    ) -> Result<(), ImpossibleOffsets> {
+        let valid = 0..=MAX_OFFSET;
+        if !valid.contains(&sync.upstream) || !valid.contains(&sync.downstream) {
+            return Err(ImpossibleOffsets {
+                upstream: sync.upstream,
+                downstream: sync.downstream,
+            });
+        }
         let e = Entry {
             up: sync.upstream,
             down: sync.downstream,
@@ -148,19 +197,35 @@ impl OffsetSyncStore {
                 let mut p = PartitionSyncs {
                     dense: VecDeque::new(),
                     mm2: Mm2Syncs::new(e.up, e.down),
+                    epoch: 0,
                 };
                 p.add(e);
                 self.partitions.insert(key, p);
             }
         }
+        Ok(())
     }
 
     /// The target offset for source offset `g` of `topic`/`partition`; `None` when no sync
     /// at or before `g` is known.
     pub fn translate(&self, topic: &str, partition: i32, g: i64) -> Option<i64> {
-        self.partitions
-            .get(&(topic.to_string(), partition))?
-            .translate(g)
+        self.translation(topic, partition, g).map(|t| t.offset)
+    }
+
+    /// The oldest target offset the retained syncs of a partition describe.
+    pub fn oldest_downstream(&self, topic: &str, partition: i32) -> Option<i64> {
+        let p = self.partitions.get(&(topic.to_string(), partition))?;
+        p.dense.front().map(|e| e.down)
+    }
+
+    /// [`Self::translate`] with the epoch of the syncs used.
+    pub fn translation(&self, topic: &str, partition: i32, g: i64) -> Option<Translation> {
+        let p = self.partitions.get(&(topic.to_string(), partition))?;
+        let offset = p.translate(g)?;
+        Some(Translation {
+            offset,
+            epoch: p.epoch,
+        })
     }
 }
 

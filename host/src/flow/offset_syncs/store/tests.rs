@@ -47,10 +47,10 @@ fn mm2_slots_keep_exponentially_spaced_syncs() {
 fn exact_inside_runs_and_across_gaps() {
     let mut s = OffsetSyncStore::new();
     // Records 0..=9 -> 0..=9, upstream gap, 20..=29 -> 10..=19.
-    s.add(&sync(0, 0), marked(1, 0));
-    s.add(&sync(9, 9), marked(1, 1));
-    s.add(&sync(20, 10), marked(1, 2));
-    s.add(&sync(29, 19), marked(1, 3));
+    s.add(&sync(0, 0), marked(1, 0)).unwrap();
+    s.add(&sync(9, 9), marked(1, 1)).unwrap();
+    s.add(&sync(20, 10), marked(1, 2)).unwrap();
+    s.add(&sync(29, 19), marked(1, 3)).unwrap();
     assert_eq!(s.translate("t", 0, 0), Some(0));
     assert_eq!(s.translate("t", 0, 5), Some(5));
     assert_eq!(s.translate("t", 0, 9), Some(9));
@@ -69,24 +69,24 @@ fn exact_inside_runs_and_across_gaps() {
 #[test]
 fn unmarked_or_broken_streams_fall_back_to_mm2s_rule() {
     let mut s = OffsetSyncStore::new();
-    s.add(&sync(0, 0), None);
-    s.add(&sync(100, 100), None);
+    s.add(&sync(0, 0), None).unwrap();
+    s.add(&sync(100, 100), None).unwrap();
     assert_eq!(
         s.translate("t", 0, 50),
         Some(1),
         "MM2-written syncs: conservative"
     );
     let mut s = OffsetSyncStore::new();
-    s.add(&sync(0, 0), marked(1, 0));
-    s.add(&sync(100, 100), marked(1, 2));
+    s.add(&sync(0, 0), marked(1, 0)).unwrap();
+    s.add(&sync(100, 100), marked(1, 2)).unwrap();
     assert_eq!(
         s.translate("t", 0, 50),
         Some(1),
         "a sequence hole: conservative"
     );
     let mut s = OffsetSyncStore::new();
-    s.add(&sync(0, 0), marked(1, 0));
-    s.add(&sync(100, 100), marked(2, 1));
+    s.add(&sync(0, 0), marked(1, 0)).unwrap();
+    s.add(&sync(100, 100), marked(2, 1)).unwrap();
     assert_eq!(
         s.translate("t", 0, 50),
         Some(1),
@@ -97,11 +97,70 @@ fn unmarked_or_broken_streams_fall_back_to_mm2s_rule() {
 #[test]
 fn rewinds_invalidate_older_syncs() {
     let mut s = OffsetSyncStore::new();
-    s.add(&sync(100, 100), marked(1, 0));
-    s.add(&sync(200, 200), marked(1, 1));
-    s.add(&sync(50, 300), marked(2, 0));
+    s.add(&sync(100, 100), marked(1, 0)).unwrap();
+    s.add(&sync(200, 200), marked(1, 1)).unwrap();
+    assert_eq!(s.translation("t", 0, 150).map(|t| t.epoch), Some(0));
+    s.add(&sync(50, 300), marked(2, 0)).unwrap();
     assert_eq!(s.translate("t", 0, 150), Some(301));
     assert_eq!(s.translate("t", 0, 40), None);
+    assert_eq!(
+        s.translation("t", 0, 150).map(|t| t.epoch),
+        Some(1),
+        "a reset bumps the epoch"
+    );
+}
+
+#[test]
+fn a_recreated_target_topic_resets_the_partition() {
+    let mut s = OffsetSyncStore::new();
+    s.add(&sync(0, 0), marked(1, 0)).unwrap();
+    s.add(&sync(1000, 1000), marked(1, 1)).unwrap();
+    assert_eq!(s.translate("t", 0, 1500), Some(1001));
+    // The target topic was deleted and recreated: the mirror continues at 1001 -> 0.
+    s.add(&sync(1001, 0), marked(2, 0)).unwrap();
+    assert_eq!(
+        s.translate("t", 0, 1500),
+        Some(1),
+        "never past the new topic's records"
+    );
+    assert_eq!(
+        s.translate("t", 0, 500),
+        None,
+        "the old topic's syncs are gone"
+    );
+    assert_eq!(s.translation("t", 0, 1500).map(|t| t.epoch), Some(1));
+}
+
+#[test]
+fn impossible_offsets_are_refused_and_arithmetic_never_wraps() {
+    let mut s = OffsetSyncStore::new();
+    assert!(s.add(&sync(-1, 0), None).is_err());
+    assert!(s.add(&sync(0, -5), None).is_err());
+    assert!(s.add(&sync(i64::MAX, 0), None).is_err());
+    assert_eq!(s.translate("t", 0, 5), None, "nothing was added");
+    s.add(&sync(MAX_OFFSET, MAX_OFFSET), marked(1, 0)).unwrap();
+    assert_eq!(s.translate("t", 0, i64::MAX), Some(MAX_OFFSET + 1));
+    assert_eq!(s.translate("t", 0, i64::MIN), None);
+}
+
+#[test]
+fn one_sync_per_gap_is_exact() {
+    let mut s = OffsetSyncStore::new();
+    // Records 0..=9 -> 0..=9, a transaction marker at 10, 11..=20 -> 10..=19: the writer
+    // emits (0, 0) and (11, 10) only.
+    s.add(&sync(0, 0), marked(1, 0)).unwrap();
+    s.add(&sync(11, 10), marked(1, 1)).unwrap();
+    s.add(&sync(20, 19), marked(1, 2)).unwrap();
+    for g in 0..=9 {
+        assert_eq!(s.translate("t", 0, g), Some(g), "inside the first run");
+    }
+    assert_eq!(
+        s.translate("t", 0, 10),
+        Some(10),
+        "the marker: the next record"
+    );
+    assert_eq!(s.translate("t", 0, 15), Some(14));
+    assert_eq!(s.translate("t", 0, 21), Some(20), "a group at the end");
 }
 
 /// What a simulated mirror did: every copy of every source record, and the syncs that
@@ -164,11 +223,11 @@ fn simulate(sc: &Scenario) -> Mirrored {
     let tp = ("t".to_string(), 0);
     let mut writer = OffsetSyncWriter::new(sc.lag_max, 1);
     let mut taken = 0usize;
-    let deliver = |w: &mut OffsetSyncWriter, m: &mut Mirrored, taken: &mut usize| {
+    let deliver = |w: &mut OffsetSyncWriter<(String, i32)>, m: &mut Mirrored, taken: &mut usize| {
         for s in w.take_pending(usize::MAX) {
             *taken += 1;
             if sc.lose_every == 0 || *taken % sc.lose_every != 0 {
-                m.syncs.push(s);
+                m.syncs.push((sync(s.upstream, s.downstream), s.marker));
             }
         }
     };
@@ -210,7 +269,7 @@ proptest! {
         let mut store = OffsetSyncStore::new();
         let mut mm2: Option<Mm2Syncs> = None;
         for (s, marker) in &m.syncs {
-            store.add(s, Some(*marker));
+            store.add(s, Some(*marker)).expect("valid offsets");
             match mm2.as_mut() {
                 Some(x) => x.add(s.upstream, s.downstream, true),
                 None => mm2 = Some(Mm2Syncs::new(s.upstream, s.downstream)),

@@ -4,13 +4,13 @@ fn tp() -> TopicPartition {
     ("orders".to_string(), 0)
 }
 
-fn ups(sent: &[(OffsetSync, SyncMarker)]) -> Vec<(i64, i64)> {
-    sent.iter()
-        .map(|(s, _)| (s.upstream, s.downstream))
-        .collect()
+type TopicPartition = (String, i32);
+
+fn ups(sent: &[PendingSync<TopicPartition>]) -> Vec<(i64, i64)> {
+    sent.iter().map(|s| (s.upstream, s.downstream)).collect()
 }
 
-fn writer(lag: u64) -> OffsetSyncWriter {
+fn writer(lag: u64) -> OffsetSyncWriter<TopicPartition> {
     OffsetSyncWriter::new(lag, 7)
 }
 
@@ -20,15 +20,14 @@ fn first_record_emits() {
     assert_eq!(w.on_ack(&tp(), 5, 0), Some(Trigger::First));
     let sent = w.take_pending(10);
     assert_eq!(
-        sent[0].0,
-        OffsetSync {
-            topic: "orders".into(),
-            partition: 0,
+        sent[0],
+        PendingSync {
+            key: tp(),
             upstream: 5,
-            downstream: 0
+            downstream: 0,
+            marker: SyncMarker { session: 7, seq: 0 },
         }
     );
-    assert_eq!(sent[0].1, SyncMarker { session: 7, seq: 0 });
     assert!(!w.has_pending());
 }
 
@@ -46,16 +45,55 @@ fn a_contiguous_run_is_delayed_until_lag_max() {
 }
 
 #[test]
-fn upstream_gaps_emit_the_run_end_and_the_break() {
+fn an_upstream_gap_costs_one_sync() {
     let mut w = writer(100);
     w.on_ack(&tp(), 0, 0);
     assert_eq!(w.on_ack(&tp(), 1, 1), None);
     assert_eq!(w.on_ack(&tp(), 2, 2), None);
     assert_eq!(w.on_ack(&tp(), 5, 3), Some(Trigger::UpstreamGap));
     let sent = w.take_pending(10);
-    assert_eq!(ups(&sent), vec![(0, 0), (2, 2), (5, 3)]);
-    let seqs: Vec<u64> = sent.iter().map(|(_, m)| m.seq).collect();
-    assert_eq!(seqs, vec![0, 1, 2]);
+    // The run 0..=2 is known from (0, 0) and (5, 3): 3 records downstream, then 5.
+    assert_eq!(ups(&sent), vec![(0, 0), (5, 3)]);
+    let seqs: Vec<u64> = sent.iter().map(|s| s.marker.seq).collect();
+    assert_eq!(seqs, vec![0, 1]);
+}
+
+#[test]
+fn every_partition_start_gets_a_new_session() {
+    let mut w = writer(100);
+    let other = ("payments".to_string(), 1);
+    w.on_ack(&tp(), 0, 0);
+    w.on_ack(&other, 0, 0);
+    w.forget(&tp());
+    w.on_ack(&tp(), 1, 1);
+    let sent = w.take_pending(10);
+    let sessions: Vec<u64> = sent.iter().map(|s| s.marker.session).collect();
+    assert_eq!(sent.len(), 3);
+    assert_eq!(
+        sessions[0], 7,
+        "the first partition start uses the given session"
+    );
+    assert!(
+        sessions[0] != sessions[1] && sessions[1] != sessions[2] && sessions[0] != sessions[2],
+        "{sessions:?}"
+    );
+    let restarted = sent.iter().find(|s| s.upstream == 1).map(|s| s.marker);
+    assert_eq!(
+        restarted.map(|m| m.seq),
+        Some(0),
+        "a new session starts at 0"
+    );
+}
+
+#[test]
+fn a_partition_handed_over_gets_its_delayed_sync_first() {
+    let mut w = writer(100);
+    w.on_ack(&tp(), 0, 0);
+    w.on_ack(&tp(), 1, 1);
+    w.take_pending(10);
+    w.promote_one(&tp());
+    w.forget(&tp());
+    assert_eq!(ups(&w.take_pending(10)), vec![(1, 1)]);
 }
 
 #[test]
@@ -130,7 +168,7 @@ fn a_full_queue_drops_the_oldest_and_leaves_a_sequence_hole() {
     assert_eq!(w.take_dropped(), 0, "counted once");
     let sent = w.take_pending(usize::MAX);
     assert_eq!(sent.len(), MAX_QUEUED_PER_PARTITION);
-    assert!(sent[0].1.seq > 0, "the oldest were dropped");
+    assert!(sent[0].marker.seq > 0, "the oldest were dropped");
 }
 
 #[test]

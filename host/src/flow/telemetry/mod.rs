@@ -1,8 +1,14 @@
 //! A flow's telemetry: one table of counters that both `/status` (JSON) and `/metrics`
-//! (Prometheus) render, the flow's status, and error logging rate-limited per
-//! (operation, kind) so its memory stays bounded.
+//! (Prometheus) render, the flow's status and health ([`status`]), a replication-latency
+//! histogram ([`latency`]), and error logging rate-limited per (operation, kind) so its
+//! memory stays bounded.
 
-use super::Routes;
+pub mod latency;
+pub mod status;
+
+pub use latency::LatencyHistogram;
+pub use status::{FlowStatus, Health, Millis, PartitionStatus, Paused, Unreachable, now_ms};
+
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::sync::Mutex;
@@ -31,13 +37,19 @@ pub enum Counter {
     ActiveTargetGroupsSkipped,
     /// Malformed records skipped on the offset-syncs topic.
     MalformedOffsetSyncs,
+    /// Records the target would not take that were skipped (`on_unproducible = "skip"`).
+    UnproducibleSkipped,
+    /// Times a partition was paused at a record the target would not take.
+    UnproduciblePaused,
+    /// Failed attempts to store progress.
+    CommitFailures,
     /// Errors seen.
     Errors,
 }
 
 impl Counter {
     /// Every counter, in the order they are shown.
-    pub const ALL: [Counter; 10] = [
+    pub const ALL: [Counter; 13] = [
         Counter::Records,
         Counter::Bytes,
         Counter::OffsetSyncs,
@@ -47,6 +59,9 @@ impl Counter {
         Counter::GroupOffsetSyncs,
         Counter::ActiveTargetGroupsSkipped,
         Counter::MalformedOffsetSyncs,
+        Counter::UnproducibleSkipped,
+        Counter::UnproduciblePaused,
+        Counter::CommitFailures,
         Counter::Errors,
     ];
 
@@ -62,6 +77,9 @@ impl Counter {
             Counter::GroupOffsetSyncs => "group_offset_syncs",
             Counter::ActiveTargetGroupsSkipped => "active_target_groups_skipped",
             Counter::MalformedOffsetSyncs => "malformed_offset_syncs",
+            Counter::UnproducibleSkipped => "unproducible_skipped",
+            Counter::UnproduciblePaused => "unproducible_paused",
+            Counter::CommitFailures => "commit_failures",
             Counter::Errors => "errors",
         }
     }
@@ -81,7 +99,14 @@ impl Counter {
             Counter::ActiveTargetGroupsSkipped => {
                 "Group offset syncs skipped: the target group was active"
             }
-            Counter::MalformedOffsetSyncs => "Malformed offset-sync records skipped",
+            Counter::MalformedOffsetSyncs => {
+                "Offset-sync records skipped as malformed or impossible"
+            }
+            Counter::UnproducibleSkipped => "Records the target would not take, skipped",
+            Counter::UnproduciblePaused => {
+                "Times a partition was paused at a record the target would not take"
+            }
+            Counter::CommitFailures => "Failed attempts to store replication progress",
             Counter::Errors => "Errors (Kafka, plugins), each also logged",
         }
     }
@@ -89,19 +114,6 @@ impl Counter {
     fn index(self) -> usize {
         self as usize
     }
-}
-
-/// A flow's state as `/status` shows it.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct FlowStatus {
-    /// `starting`, `running` or `stopped`.
-    pub state: &'static str,
-    /// What the last discovery pass mirrors.
-    pub mirrored: Routes,
-    /// Problems found by the last discovery pass (collisions, vanished or shrunk topics).
-    pub problems: Vec<String>,
-    /// The last error, if any.
-    pub last_error: Option<String>,
 }
 
 /// The same (operation, kind) of error is logged at most this often.
@@ -116,27 +128,83 @@ struct ErrorLog {
     reported: HashSet<String>,
 }
 
+/// How long a cluster may be unreachable before the flow is degraded, unless configured.
+pub const DEFAULT_UNREACHABLE_AFTER: Duration = Duration::from_secs(30);
+
 /// The counters, status and error log of one flow.
 pub struct FlowTelemetry {
     /// The flow's name.
     pub flow: String,
+    /// Time from a record's timestamp to the target's ack.
+    pub latency: LatencyHistogram,
     counters: [AtomicU64; Counter::ALL.len()],
     status: Mutex<FlowStatus>,
     errors: Mutex<ErrorLog>,
+    unreachable_after: Duration,
 }
 
 impl FlowTelemetry {
     /// Telemetry of `flow`, `starting`.
     pub fn new(flow: &str) -> Self {
+        Self::with_unreachable_after(flow, DEFAULT_UNREACHABLE_AFTER)
+    }
+
+    /// Telemetry of `flow`, degraded once a cluster is unreachable for `unreachable_after`.
+    pub fn with_unreachable_after(flow: &str, unreachable_after: Duration) -> Self {
         FlowTelemetry {
             flow: flow.to_string(),
+            latency: LatencyHistogram::default(),
             counters: Default::default(),
             status: Mutex::new(FlowStatus {
                 state: "starting",
                 ..FlowStatus::default()
             }),
             errors: Mutex::new(ErrorLog::default()),
+            unreachable_after,
         }
+    }
+
+    /// The flow's health now.
+    pub fn health(&self) -> Health {
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .health(Instant::now(), now_ms(), self.unreachable_after)
+    }
+
+    /// A loop of the flow turned; it is dead when it has not for several `period`s.
+    pub fn tick(&self, name: &'static str, period: Duration) {
+        self.update(|s| {
+            s.loops.insert(name, (Instant::now(), period));
+        });
+    }
+
+    /// A loop of the flow ended (it is no longer watched).
+    pub fn loop_ended(&self, name: &'static str) {
+        self.update(|s| {
+            s.loops.remove(name);
+        });
+    }
+
+    /// `alias` answered.
+    pub fn reached(&self, alias: &str) {
+        self.update(|s| {
+            s.unreachable.remove(alias);
+        });
+    }
+
+    /// An attempt to reach `alias` failed.
+    pub fn unreachable(&self, alias: &str, error: &dyn Display) {
+        let error = error.to_string();
+        self.update(|s| {
+            s.unreachable
+                .entry(alias.to_string())
+                .and_modify(|u| u.error = error.clone())
+                .or_insert(Unreachable {
+                    since_ms: now_ms(),
+                    error,
+                });
+        });
     }
 
     /// Adds `n` to `counter`.
@@ -162,16 +230,17 @@ impl FlowTelemetry {
             .clone()
     }
 
-    /// Status and counters as JSON.
+    /// Status, health and counters as JSON.
     pub fn to_json(&self) -> serde_json::Value {
-        let status = self.status();
-        let mut json = serde_json::json!({
-            "flow": self.flow,
-            "state": status.state,
-            "mirrored": status.mirrored,
-            "problems": status.problems,
-            "last_error": status.last_error,
-        });
+        let health = self.health();
+        let mut json = serde_json::to_value(self.status()).unwrap_or_default();
+        if let Some(map) = json.as_object_mut() {
+            map.insert("flow".into(), self.flow.clone().into());
+            map.insert(
+                "health".into(),
+                serde_json::to_value(&health).unwrap_or_default(),
+            );
+        }
         if let Some(map) = json.as_object_mut() {
             for c in Counter::ALL {
                 map.insert(c.name().to_string(), self.count(c).into());

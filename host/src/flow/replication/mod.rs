@@ -1,0 +1,199 @@
+//! Replication, the data plane (MM2's `MirrorSourceTask`): the routed source partitions
+//! this instance is assigned, each record produced to the same partition of its target
+//! topic (key, value, headers and timestamp preserved), a source offset counted as done only
+//! once the target acked it.
+//!
+//! Partitions are shared through Kafka's consumer-group protocol: every instance of a flow
+//! joins the flow's progress group (`kmirror.<source>.<target>`) on the source, subscribed to
+//! the routed topics, with cooperative rebalancing; one instance is the N = 1 case. The
+//! group's committed offsets are the progress: committed only up to acked records, through
+//! the member (so a member that lost its partitions cannot commit them), and every Kafka
+//! tool shows the mirror's lag. A revoked partition's records in flight are awaited and its
+//! progress committed before it is released.
+//!
+//! A record the target will never take (too large, rejected, not authorized) affects only
+//! its partition: paused there (`on_unproducible = "pause"`, retried now and then) or
+//! skipped (`"skip"`). Retriable errors are retried by librdkafka without end; memory
+//! stays bounded by a record limit and the producer's queue.
+//!
+//! - `worker`: the thread and its loop; `core`: the state and rules it shares with the
+//!   group callbacks (`contexts`); `table`: owned partitions; [`progress`]: one partition's
+//!   progress (pure); [`failures`]: what a produce error means (pure).
+
+mod contexts;
+mod core;
+pub mod failures;
+pub mod progress;
+mod table;
+mod worker;
+
+pub use failures::OnUnproducible;
+
+use super::Routes;
+use super::telemetry::FlowTelemetry;
+use crate::config::StartOffset;
+use crate::kafka::Cluster;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use worker::WorkerContext;
+
+/// Settings of one replicator.
+#[derive(Debug, Clone)]
+pub struct ReplicatorSettings {
+    /// `source->target`, for logs.
+    pub flow: String,
+    /// The consumer group sharing the partitions and holding progress.
+    pub progress_group: String,
+    /// Where offset syncs go (on the syncs cluster).
+    pub syncs_topic: String,
+    /// `offset_lag_max`.
+    pub offset_lag_max: u64,
+    /// Delayed syncs are flushed and progress committed this often.
+    pub flush_interval: Duration,
+    /// Where a partition without stored progress starts.
+    pub start_offset: StartOffset,
+    /// Unacknowledged records at most.
+    pub max_in_flight: usize,
+    /// What happens to a record the target will not take.
+    pub on_unproducible: OnUnproducible,
+    /// How often a paused partition tries its record again.
+    pub retry_paused_every: Duration,
+    /// How long a graceful stop (or a revocation) waits for records in flight.
+    pub drain_timeout: Duration,
+    /// The group session timeout: how soon a dead instance's partitions move.
+    pub session_timeout: Duration,
+}
+
+impl ReplicatorSettings {
+    /// Settings with kmirror's defaults for the limits and timeouts.
+    pub fn new(flow: &str, progress_group: &str, syncs_topic: &str) -> Self {
+        ReplicatorSettings {
+            flow: flow.to_string(),
+            progress_group: progress_group.to_string(),
+            syncs_topic: syncs_topic.to_string(),
+            offset_lag_max: 100,
+            flush_interval: Duration::from_secs(1),
+            start_offset: StartOffset::Earliest,
+            max_in_flight: 100_000,
+            on_unproducible: OnUnproducible::Pause,
+            retry_paused_every: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(10),
+            session_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why a replicator stopped with an error (it is restarted from stored progress).
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicateError {
+    /// A client could not be created.
+    #[error(transparent)]
+    Client(#[from] crate::kafka::KafkaError),
+    /// The producer became unusable.
+    #[error("flow {flow}: the target producer failed: {message}")]
+    Fatal {
+        /// The flow.
+        flow: String,
+        /// Why.
+        message: String,
+    },
+    /// A consumer operation failed.
+    #[error("flow {flow}: {operation}: {message}")]
+    Consumer {
+        /// The flow.
+        flow: String,
+        /// What failed.
+        operation: &'static str,
+        /// Why.
+        message: String,
+    },
+}
+
+/// A writer session id, different for every replicator start of every instance.
+fn session_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    // RandomState is seeded from the OS per process: two instances started at the same
+    // nanosecond still differ.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(nanos);
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// Runs one replicator on its own thread until `shutdown`; `Ok` after a graceful stop.
+pub async fn run(
+    clusters: [Cluster; 3],
+    settings: ReplicatorSettings,
+    routes: watch::Receiver<Routes>,
+    shutdown: CancellationToken,
+    telemetry: Arc<FlowTelemetry>,
+) -> Result<(), ReplicateError> {
+    let [source, target, syncs_cluster] = clusters;
+    let ctx = WorkerContext {
+        source,
+        target,
+        syncs_cluster,
+        settings,
+        routes,
+        shutdown,
+        telemetry,
+        session: session_id(),
+    };
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let name = format!("kmirror-replicate-{}", ctx.settings.flow);
+    let thread = std::thread::Builder::new().name(name).spawn(move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker::run(ctx)));
+        let _ = done_tx.send(result);
+    });
+    if let Err(e) = thread {
+        panic!("cannot start the replication thread: {e}");
+    }
+    match done_rx.await {
+        Ok(Ok(result)) => result,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(_) => panic!("the replication thread ended without a result"),
+    }
+}
+
+/// Runs the replicator until `shutdown`, restarting it from stored progress (with backoff)
+/// whenever it stops with an error.
+pub async fn run_restarting(
+    clusters: [Cluster; 3],
+    settings: ReplicatorSettings,
+    routes: watch::Receiver<Routes>,
+    shutdown: CancellationToken,
+    telemetry: Arc<FlowTelemetry>,
+) {
+    let mut backoff = Duration::from_millis(500);
+    loop {
+        let run = run(
+            clusters.clone(),
+            settings.clone(),
+            routes.clone(),
+            shutdown.clone(),
+            telemetry.clone(),
+        );
+        let started = std::time::Instant::now();
+        match run.await {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::error!(flow = %settings.flow, error = %e, "replication stopped; restarting from stored progress");
+                let why = e.to_string();
+                telemetry.update(|s| s.replicator_restarting = Some(why));
+            }
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            backoff = Duration::from_millis(500);
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(30));
+    }
+}

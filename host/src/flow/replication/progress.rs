@@ -1,0 +1,221 @@
+//! One partition's progress through the data plane, as a pure state machine: which source
+//! offsets are in flight to the target, which are done (acked, or skipped as unproducible),
+//! and the offset that may be committed — the first one not done, never past a record the
+//! partition is blocked at.
+//!
+//! Delivery reports of one partition arrive in the order the records were produced
+//! (librdkafka keeps per-partition order, the producer is idempotent), so the oldest record
+//! in flight is always the one a report is about.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// A record produced and not yet acked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InFlight {
+    /// Its source offset.
+    pub upstream: i64,
+    /// Its timestamp (ms since the epoch), if it has one.
+    pub timestamp: Option<i64>,
+    /// When it was handed to the producer.
+    pub sent: Instant,
+}
+
+/// The progress of one source partition.
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    in_flight: VecDeque<InFlight>,
+    /// The offset after the last record handed to the producer or skipped.
+    next: Option<i64>,
+    /// The record the partition is blocked at (it cannot be produced), if any.
+    blocked: Option<i64>,
+    /// The offset last committed (or being committed).
+    committed: Option<i64>,
+}
+
+impl Progress {
+    /// A partition nothing was read from yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `record` was handed to the producer.
+    pub fn sent(&mut self, record: InFlight) {
+        self.next = Some(record.upstream + 1);
+        self.in_flight.push_back(record);
+    }
+
+    /// The record at `upstream` is done without being produced (skipped).
+    pub fn skipped(&mut self, upstream: i64) {
+        self.next = Some(self.next.map_or(upstream + 1, |n| n.max(upstream + 1)));
+    }
+
+    /// The oldest record in flight got its delivery report (ack or failure); returns it.
+    pub fn delivered(&mut self) -> Option<InFlight> {
+        self.in_flight.pop_front()
+    }
+
+    /// Blocks the partition at `upstream`: nothing at or after it counts as done until
+    /// [`Self::unblock`].
+    pub fn block(&mut self, upstream: i64) {
+        self.blocked = Some(self.blocked.map_or(upstream, |b| b.min(upstream)));
+    }
+
+    /// The offset the partition is blocked at.
+    pub fn blocked_at(&self) -> Option<i64> {
+        self.blocked
+    }
+
+    /// Whether the record at `upstream` counts: not at or after a block.
+    pub fn counts(&self, upstream: i64) -> bool {
+        self.blocked.is_none_or(|b| upstream < b)
+    }
+
+    /// Unblocks the partition to re-read from its block; only once nothing is in flight (the
+    /// abandoned records' reports must have arrived). Returns the offset to read from.
+    pub fn unblock(&mut self) -> Option<i64> {
+        if !self.in_flight.is_empty() {
+            return None;
+        }
+        let at = self.blocked.take()?;
+        self.next = Some(at);
+        Some(at)
+    }
+
+    /// How many records are in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// When the oldest record in flight was sent.
+    pub fn oldest_sent(&self) -> Option<Instant> {
+        self.in_flight.front().map(|r| r.sent)
+    }
+
+    /// The offset that may be committed: the oldest record in flight, else the one after
+    /// the last done; never past the block.
+    pub fn committable(&self) -> Option<i64> {
+        let done = self.in_flight.front().map(|r| r.upstream).or(self.next)?;
+        Some(self.blocked.map_or(done, |b| done.min(b)))
+    }
+
+    /// The committable offset if it moved since the last commit; remembers it as committed.
+    pub fn take_commit(&mut self) -> Option<i64> {
+        let at = self.committable()?;
+        if self.committed.is_some_and(|c| c >= at) {
+            return None;
+        }
+        self.committed = Some(at);
+        Some(at)
+    }
+
+    /// A commit of `offset` failed: it is tried again with the next one.
+    pub fn commit_failed(&mut self, offset: i64) {
+        if self.committed == Some(offset) {
+            self.committed = None;
+        }
+    }
+
+    /// The offset last committed.
+    pub fn committed(&self) -> Option<i64> {
+        self.committed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn rec(up: i64) -> InFlight {
+        InFlight {
+            upstream: up,
+            timestamp: None,
+            sent: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn commits_follow_acks_in_order() {
+        let mut p = Progress::new();
+        assert_eq!(p.committable(), None, "nothing read yet");
+        p.sent(rec(10));
+        p.sent(rec(11));
+        assert_eq!(p.committable(), Some(10), "10 is not acked");
+        p.delivered();
+        assert_eq!(p.take_commit(), Some(11));
+        assert_eq!(p.take_commit(), None, "unchanged");
+        p.delivered();
+        assert_eq!(p.take_commit(), Some(12));
+    }
+
+    #[test]
+    fn a_skipped_record_is_done_once_the_earlier_ones_are() {
+        let mut p = Progress::new();
+        p.sent(rec(0));
+        p.skipped(1);
+        assert_eq!(p.committable(), Some(0));
+        p.delivered();
+        assert_eq!(p.committable(), Some(2));
+    }
+
+    #[test]
+    fn a_block_holds_the_commit_until_unblocked_after_the_abandoned_reports() {
+        let mut p = Progress::new();
+        for up in 0..5 {
+            p.sent(rec(up));
+        }
+        p.delivered(); // 0 acked
+        p.delivered(); // 1 failed: blocked there
+        p.block(1);
+        assert_eq!(p.committable(), Some(1));
+        assert!(!p.counts(3) && p.counts(0));
+        assert_eq!(p.unblock(), None, "2..=4 still in flight");
+        p.delivered();
+        p.delivered();
+        p.delivered();
+        assert_eq!(
+            p.committable(),
+            Some(1),
+            "abandoned acks never pass the block"
+        );
+        assert_eq!(p.unblock(), Some(1), "re-read from the record that failed");
+        assert_eq!(p.committable(), Some(1));
+        assert_eq!(p.blocked_at(), None);
+    }
+
+    #[test]
+    fn a_failed_commit_is_tried_again() {
+        let mut p = Progress::new();
+        p.skipped(4);
+        assert_eq!(p.take_commit(), Some(5));
+        p.commit_failed(5);
+        assert_eq!(p.take_commit(), Some(5));
+    }
+
+    proptest! {
+        /// Whatever the order of sends, reports, skips and blocks, the committable offset
+        /// never passes a record that is neither acked nor skipped.
+        #[test]
+        fn never_commits_past_an_unfinished_record(ops in proptest::collection::vec(0u8..4, 1..200)) {
+            let mut p = Progress::new();
+            let mut next = 0i64;
+            let mut done = std::collections::BTreeSet::new();
+            let mut failed_unskipped = std::collections::BTreeSet::new();
+            for op in ops {
+                match op {
+                    0 => { p.sent(rec(next)); next += 1; }
+                    1 => { p.skipped(next); done.insert(next); next += 1; }
+                    2 => if let Some(r) = p.delivered() { if p.counts(r.upstream) { done.insert(r.upstream); } },
+                    _ => if let Some(r) = p.delivered() { p.block(r.upstream); failed_unskipped.insert(r.upstream); },
+                }
+                if let Some(c) = p.committable() {
+                    for up in 0..c {
+                        prop_assert!(done.contains(&up) && !failed_unskipped.contains(&up),
+                            "committable {c} passes {up}, which is not done");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The partitions a replicator owns: a slab of slots, so each record finds its partition
+//! with one lookup by topic name and an index, and each delivery report finds it by the
+//! slot number it carries. A slot's generation changes whenever it is reused, so a late
+//! report for a partition that was handed over is recognised and ignored.
+
+use super::progress::Progress;
+use crate::flow::telemetry::Paused;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Identifies a partition's slot and the generation it was assigned in; also the key of
+/// its offset syncs (never reused).
+pub type SlotKey = u64;
+
+/// Why a partition is not being mirrored right now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    /// Mirroring.
+    None,
+    /// The target will not take the record at `paused.offset`; retried at `retry_at`.
+    Unproducible {
+        /// What and since when.
+        paused: Paused,
+        /// When the record is tried again.
+        retry_at: Instant,
+    },
+    /// The target topic has fewer partitions than this one's number (or the topic is no
+    /// longer routed): waits for discovery.
+    Waiting,
+}
+
+/// One source partition owned by the replicator.
+#[derive(Debug)]
+pub struct Partition {
+    /// Its key.
+    pub key: SlotKey,
+    /// The source topic.
+    pub topic: Arc<str>,
+    /// The partition number (the same on the target).
+    pub partition: i32,
+    /// The target topic it is mirrored to, while routed.
+    pub target: Option<Arc<str>>,
+    /// What it did.
+    pub progress: Progress,
+    /// Why it is not mirrored right now.
+    pub hold: Hold,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    generation: u32,
+    partition: Option<Partition>,
+}
+
+/// Every partition the replicator owns.
+#[derive(Debug, Default)]
+pub struct Table {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    by_topic: HashMap<String, Vec<Option<u32>>>,
+}
+
+fn split(key: SlotKey) -> (u32, u32) {
+    ((key & 0xffff_ffff) as u32, (key >> 32) as u32)
+}
+
+impl Table {
+    /// Adds a partition; returns its key (an existing one's if it is already owned).
+    pub fn insert(&mut self, topic: &str, partition: i32, target: Option<Arc<str>>) -> SlotKey {
+        if let Some(p) = self.get_by_name_mut(topic, partition) {
+            return p.key;
+        }
+        let index = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(Slot::default());
+            (self.slots.len() - 1) as u32
+        });
+        let slot = &mut self.slots[index as usize];
+        slot.generation = slot.generation.wrapping_add(1);
+        let key = u64::from(index) | (u64::from(slot.generation) << 32);
+        slot.partition = Some(Partition {
+            key,
+            topic: topic.into(),
+            partition,
+            target,
+            progress: Progress::new(),
+            hold: Hold::None,
+        });
+        let by = self.by_topic.entry(topic.to_string()).or_default();
+        let at = usize::try_from(partition).unwrap_or(0);
+        if by.len() <= at {
+            by.resize(at + 1, None);
+        }
+        by[at] = Some(index);
+        key
+    }
+
+    /// Removes the partition `topic`/`partition`, returning it.
+    pub fn remove(&mut self, topic: &str, partition: i32) -> Option<Partition> {
+        let by = self.by_topic.get_mut(topic)?;
+        let index = by.get_mut(usize::try_from(partition).ok()?)?.take()?;
+        if by.iter().all(Option::is_none) {
+            self.by_topic.remove(topic);
+        }
+        self.free.push(index);
+        self.slots[index as usize].partition.take()
+    }
+
+    /// The partition a record of `topic`/`partition` belongs to.
+    pub fn get_by_name_mut(&mut self, topic: &str, partition: i32) -> Option<&mut Partition> {
+        let index = (*self
+            .by_topic
+            .get(topic)?
+            .get(usize::try_from(partition).ok()?)?)?;
+        self.slots[index as usize].partition.as_mut()
+    }
+
+    /// The partition with `key`, if it is still owned in that generation.
+    pub fn get_mut(&mut self, key: SlotKey) -> Option<&mut Partition> {
+        let (index, generation) = split(key);
+        let slot = self.slots.get_mut(index as usize)?;
+        if slot.generation != generation {
+            return None;
+        }
+        slot.partition.as_mut()
+    }
+
+    /// Every owned partition.
+    pub fn iter(&self) -> impl Iterator<Item = &Partition> {
+        self.slots.iter().filter_map(|s| s.partition.as_ref())
+    }
+
+    /// Every owned partition, mutably.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Partition> {
+        self.slots.iter_mut().filter_map(|s| s.partition.as_mut())
+    }
+
+    /// How many partitions are owned.
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reused_slot_does_not_answer_to_the_old_key() {
+        let mut t = Table::default();
+        let a = t.insert("orders", 3, None);
+        assert_eq!(
+            t.insert("orders", 3, None),
+            a,
+            "inserting twice keeps the partition"
+        );
+        assert_eq!(t.get_by_name_mut("orders", 3).map(|p| p.key), Some(a));
+        assert!(t.get_by_name_mut("orders", 2).is_none());
+        assert!(t.remove("orders", 3).is_some());
+        assert_eq!(t.len(), 0);
+        let b = t.insert("payments", 0, None);
+        assert_ne!(a, b, "same slot, new generation");
+        assert!(
+            t.get_mut(a).is_none(),
+            "a late report for the old partition is ignored"
+        );
+        assert_eq!(t.get_mut(b).map(|p| p.partition), Some(0));
+        assert_eq!(t.len(), 1);
+    }
+}

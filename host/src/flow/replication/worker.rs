@@ -1,0 +1,235 @@
+//! The replicator's thread: one loop over the group member's `poll` and the target
+//! producer's delivery reports, without a future or an allocation per record. A full
+//! producer queue is waited out briefly with the record held; if it lasts, the flowing
+//! partitions are paused so the group membership keeps being served, and resumed when
+//! there is room again. A graceful stop is bounded by the drain timeout.
+
+use super::ReplicateError;
+use super::ReplicatorSettings;
+use super::contexts::{Deliveries, Membership};
+use super::core::{Core, Forwarded, Member};
+use crate::config::StartOffset;
+use crate::flow::Routes;
+use crate::flow::offset_syncs::OffsetSyncWriter;
+use crate::flow::offset_syncs::sender::SyncSender;
+use crate::flow::telemetry::FlowTelemetry;
+use crate::kafka::Cluster;
+use rdkafka::consumer::Consumer;
+use rdkafka::message::BorrowedMessage;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// How long `poll` waits for a record when nothing else is due.
+const POLL: Duration = Duration::from_millis(50);
+/// How long a held record waits for room before the flowing partitions are paused.
+const HOLD_BEFORE_PAUSE: Duration = Duration::from_secs(1);
+/// Delivery reports are served at least every this many records.
+const REPORTS_EVERY: u32 = 256;
+
+/// What one replicator run works with.
+pub struct WorkerContext {
+    /// Where records come from (and progress is stored).
+    pub source: Cluster,
+    /// Where records go.
+    pub target: Cluster,
+    /// Where offset syncs go.
+    pub syncs_cluster: Cluster,
+    /// Settings.
+    pub settings: ReplicatorSettings,
+    /// What discovery routes.
+    pub routes: watch::Receiver<Routes>,
+    /// Stops the run.
+    pub shutdown: CancellationToken,
+    /// Counters and status.
+    pub telemetry: Arc<FlowTelemetry>,
+    /// This run's offset-sync session.
+    pub session: u64,
+}
+
+fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
+    core.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn member(ctx: &WorkerContext, core: Arc<Mutex<Core>>) -> Result<Member, ReplicateError> {
+    let s = &ctx.settings;
+    let session = s.session_timeout.as_millis().max(1000);
+    let (session_ms, heartbeat_ms) = (session.to_string(), (session / 3).to_string());
+    // The rebalance timeout: long enough for a revocation's drain, short enough that a
+    // broker does not wait minutes for members at a first join.
+    let max_poll_ms = session.max(30_000).to_string();
+    let reset = match s.start_offset {
+        StartOffset::Earliest => "earliest",
+        StartOffset::Latest => "latest",
+    };
+    let settings = [
+        ("partition.assignment.strategy", "cooperative-sticky"),
+        ("session.timeout.ms", session_ms.as_str()),
+        ("heartbeat.interval.ms", heartbeat_ms.as_str()),
+        ("max.poll.interval.ms", max_poll_ms.as_str()),
+        ("auto.offset.reset", reset),
+        ("allow.auto.create.topics", "false"),
+        ("queued.max.messages.kbytes", "32768"),
+        ("topic.metadata.refresh.interval.ms", "30000"),
+    ];
+    Ok(ctx
+        .source
+        .group_member(&s.progress_group, &settings, Membership::new(core))?)
+}
+
+/// Runs one replicator until shutdown (then drains and returns `Ok`) or until the
+/// producer becomes unusable.
+pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
+    let s = &ctx.settings;
+    let producer = ctx.target.base_producer(
+        &[
+            ("queue.buffering.max.messages", "100000"),
+            ("queue.buffering.max.kbytes", "65536"),
+            // Never give up on a record: retriable errors are retried until they pass.
+            ("message.timeout.ms", "0"),
+        ],
+        Deliveries::default(),
+    )?;
+    let syncs = SyncSender::new(
+        OffsetSyncWriter::new(s.offset_lag_max, ctx.session),
+        &ctx.syncs_cluster,
+        &s.syncs_topic,
+        ctx.telemetry.clone(),
+    )?;
+    let core = Arc::new(Mutex::new(Core::new(
+        s.clone(),
+        producer,
+        syncs,
+        ctx.telemetry.clone(),
+    )));
+    let consumer = member(&ctx, core.clone())?;
+    let flush = s.flush_interval;
+    let drain_timeout = s.drain_timeout;
+    let mut subscribed: Vec<String> = Vec::new();
+    let initial = ctx.routes.borrow_and_update().clone();
+    resubscribe(&consumer, &core, initial, &mut subscribed, &ctx)?;
+
+    let mut held: Option<(BorrowedMessage<'_>, Instant)> = None;
+    let mut paused_all = false;
+    let mut since_reports = 0u32;
+    let mut next_tick = Instant::now() + flush;
+    loop {
+        if ctx.shutdown.is_cancelled() {
+            break;
+        }
+        if ctx.routes.has_changed().unwrap_or(false) {
+            let routes = ctx.routes.borrow_and_update().clone();
+            resubscribe(&consumer, &core, routes, &mut subscribed, &ctx)?;
+        }
+        // While a record is held, the consumer is polled only once its partitions are
+        // paused (it would hand out the next record otherwise).
+        let polled = if held.is_none() || paused_all {
+            consumer.poll(if held.is_some() { Duration::ZERO } else { POLL })
+        } else {
+            None
+        };
+        let now = Instant::now();
+        let mut c = lock(&core);
+        c.committed(consumer.context().take_commits());
+        if let Some((msg, since)) = held.take() {
+            if c.forward(&consumer, &msg, now) == Forwarded::Full {
+                held = Some((msg, since));
+            }
+        }
+        match polled {
+            Some(Ok(msg)) => {
+                since_reports += 1;
+                if held.is_some() || c.forward(&consumer, &msg, now) == Forwarded::Full {
+                    held = held.or(Some((msg, now)));
+                }
+            }
+            Some(Err(e)) => ctx.telemetry.note_error("consume", "kafka", &e),
+            None => since_reports = REPORTS_EVERY,
+        }
+        if let Some(reason) = c.take_fatal() {
+            return Err(ReplicateError::Fatal {
+                flow: ctx.settings.flow.clone(),
+                message: reason,
+            });
+        }
+        match &held {
+            Some((_, since)) => {
+                c.poll_producer(&consumer, Duration::from_millis(10));
+                if !paused_all && since.elapsed() >= HOLD_BEFORE_PAUSE {
+                    let _ = consumer.pause(&c.flowing());
+                    paused_all = true;
+                }
+            }
+            None => {
+                if paused_all {
+                    let _ = consumer.resume(&c.flowing());
+                    paused_all = false;
+                }
+                if since_reports >= REPORTS_EVERY {
+                    c.poll_producer(&consumer, Duration::ZERO);
+                    since_reports = 0;
+                }
+            }
+        }
+        if now >= next_tick {
+            c.tick(&consumer, now);
+            next_tick = now + flush;
+            ctx.telemetry.tick("replication", flush);
+        }
+    }
+    drop(held);
+    stop(&consumer, &core, drain_timeout);
+    ctx.telemetry.loop_ended("replication");
+    Ok(())
+}
+
+/// Follows new routes: owned partitions take their new targets, and the subscription the
+/// routed topics.
+fn resubscribe(
+    consumer: &Member,
+    core: &Mutex<Core>,
+    routes: Routes,
+    subscribed: &mut Vec<String>,
+    ctx: &WorkerContext,
+) -> Result<(), ReplicateError> {
+    let topics = lock(core).set_routes(consumer, routes);
+    if topics == *subscribed {
+        return Ok(());
+    }
+    if topics.is_empty() {
+        consumer.unsubscribe();
+    } else {
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        consumer
+            .subscribe(&names)
+            .map_err(|e| ReplicateError::Consumer {
+                flow: ctx.settings.flow.clone(),
+                operation: "subscribe to the routed topics",
+                message: e.to_string(),
+            })?;
+    }
+    tracing::info!(flow = %ctx.settings.flow, topics = topics.len(), "subscription follows the routed topics");
+    *subscribed = topics;
+    Ok(())
+}
+
+/// The graceful stop: nothing new is forwarded; in-flight records and syncs are awaited
+/// and progress committed, all within `timeout`; then the group is left.
+fn stop(consumer: &Member, core: &Mutex<Core>, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    if !lock(core).drain(consumer, deadline) {
+        return;
+    }
+    // The commit's outcome arrives through the consumer's poll (records it hands out now
+    // are not forwarded, so nothing past them is committed).
+    while Instant::now() < deadline {
+        let _ = consumer.poll(Duration::from_millis(50));
+        let outcomes = consumer.context().take_commits();
+        if !outcomes.is_empty() {
+            lock(core).committed(outcomes);
+            return;
+        }
+    }
+    tracing::warn!("progress commit not confirmed before the stop deadline");
+}

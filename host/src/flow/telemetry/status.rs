@@ -1,0 +1,260 @@
+//! A flow's status as `/status` shows it, and the health derived from it: alive (its loops
+//! turn), ready (connected, first discovery pass done) and degraded (with the reasons).
+
+use crate::flow::Routes;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch.
+pub type Millis = i64;
+
+/// The current time in [`Millis`].
+pub fn now_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Why a partition stopped at a record.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Paused {
+    /// The source offset of the record the target does not take.
+    pub offset: i64,
+    /// Why.
+    pub reason: String,
+    /// Since when.
+    pub since_ms: Millis,
+}
+
+/// One source partition as this instance mirrors it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionStatus {
+    /// The next source offset to mirror (what is stored as progress once acked).
+    pub position: Option<i64>,
+    /// The source partition's end, as last fetched.
+    pub end: Option<i64>,
+    /// `end - position`: records not mirrored yet.
+    pub lag: Option<i64>,
+    /// Records sent and not yet acked by the target.
+    pub in_flight: usize,
+    /// `mirroring`, `paused` (a record the target will not take) or `waiting` (the target
+    /// topic has fewer partitions).
+    pub state: &'static str,
+    /// Why the partition is paused.
+    pub paused: Option<Paused>,
+}
+
+/// A cluster the flow could not reach.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Unreachable {
+    /// Since when every attempt failed.
+    pub since_ms: Millis,
+    /// The last error.
+    pub error: String,
+}
+
+/// A flow's state as `/status` shows it.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct FlowStatus {
+    /// `starting`, `running`, `stopped` or `failed`.
+    pub state: &'static str,
+    /// What the last discovery pass mirrors.
+    pub mirrored: Routes,
+    /// Problems found by the last discovery pass (collisions, vanished or shrunk topics).
+    pub problems: Vec<String>,
+    /// The last error, if any.
+    pub last_error: Option<String>,
+    /// Topic -> partition -> status, for the partitions this instance mirrors.
+    pub partitions: BTreeMap<String, BTreeMap<i32, PartitionStatus>>,
+    /// When the last discovery pass succeeded.
+    pub last_discovery_ms: Option<Millis>,
+    /// When the last checkpoint pass ran.
+    pub last_checkpoint_pass_ms: Option<Millis>,
+    /// When progress was last stored.
+    pub last_commit_ms: Option<Millis>,
+    /// Why storing progress fails, while it does.
+    pub commit_failing: Option<String>,
+    /// Why the replicator is restarting, while it is.
+    pub replicator_restarting: Option<String>,
+    /// Whether offset translation is ready (`None`: checkpoints are off).
+    pub translation_ready: Option<bool>,
+    /// How long the oldest record in flight has waited for the target, in ms.
+    pub oldest_unacked_ms: Option<i64>,
+    /// Clusters that could not be reached, by alias.
+    pub unreachable: BTreeMap<String, Unreachable>,
+    /// How many times partitions were assigned to or revoked from this instance.
+    pub rebalances: u64,
+    /// Liveness: each loop's last turn and how often it turns.
+    #[serde(skip)]
+    pub loops: BTreeMap<&'static str, (Instant, Duration)>,
+}
+
+/// What a flow's health is.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Health {
+    /// The flow runs and each of its loops turned recently.
+    pub alive: bool,
+    /// Both clusters were reached and the first discovery pass is done.
+    pub ready: bool,
+    /// `ok` or `degraded`.
+    pub state: &'static str,
+    /// Why it is degraded (empty when ok).
+    pub reasons: Vec<String>,
+}
+
+/// A loop is dead when it has not turned for this many periods (and at least a minute).
+const DEAD_AFTER_PERIODS: u32 = 5;
+
+impl FlowStatus {
+    /// The health at `now`, with clusters and the target counted unreachable after
+    /// `unreachable_after`.
+    pub fn health(&self, now: Instant, now_ms: Millis, unreachable_after: Duration) -> Health {
+        let mut reasons = Vec::new();
+        let dead: Vec<&str> = self
+            .loops
+            .iter()
+            .filter(|(_, (last, period))| {
+                now.duration_since(*last)
+                    > (*period * DEAD_AFTER_PERIODS).max(Duration::from_secs(60))
+            })
+            .map(|(name, _)| *name)
+            .collect();
+        for name in &dead {
+            reasons.push(format!("the {name} loop has stopped turning"));
+        }
+        let alive = dead.is_empty() && matches!(self.state, "starting" | "running");
+        let ready = self.state == "running" && self.last_discovery_ms.is_some();
+        if !ready {
+            reasons.push("not ready: the first discovery pass is not done".into());
+        }
+        for (topic, partitions) in &self.partitions {
+            for (p, s) in partitions {
+                if let Some(paused) = &s.paused {
+                    reasons.push(format!(
+                        "partition {topic}[{p}] is paused at offset {}: {}",
+                        paused.offset, paused.reason
+                    ));
+                }
+            }
+        }
+        if let Some(why) = &self.replicator_restarting {
+            reasons.push(format!("replication is restarting: {why}"));
+        }
+        if self.translation_ready == Some(false) {
+            reasons.push(
+                "offset translation is not ready: the offset syncs are still being read".into(),
+            );
+        }
+        if let Some(why) = &self.commit_failing {
+            reasons.push(format!("storing progress fails: {why}"));
+        }
+        let limit = unreachable_after.as_millis() as i64;
+        for (alias, u) in &self.unreachable {
+            let for_ms = now_ms - u.since_ms;
+            if for_ms >= limit {
+                reasons.push(format!(
+                    "cluster {alias} unreachable for {}s: {}",
+                    for_ms / 1000,
+                    u.error
+                ));
+            }
+        }
+        if let Some(age) = self.oldest_unacked_ms.filter(|a| *a >= limit) {
+            reasons.push(format!(
+                "the target has not acknowledged records for {}s",
+                age / 1000
+            ));
+        }
+        Health {
+            alive,
+            ready,
+            state: if reasons.is_empty() { "ok" } else { "degraded" },
+            reasons,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running() -> FlowStatus {
+        FlowStatus {
+            state: "running",
+            last_discovery_ms: Some(1),
+            ..FlowStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_running_flow_is_ok() {
+        let h = running().health(Instant::now(), 10, Duration::from_secs(30));
+        assert_eq!((h.alive, h.ready, h.state), (true, true, "ok"), "{h:?}");
+    }
+
+    #[test]
+    fn every_reason_is_named() {
+        let mut s = running();
+        s.partitions.entry("t".into()).or_default().insert(
+            2,
+            PartitionStatus {
+                position: Some(7),
+                end: Some(9),
+                lag: Some(2),
+                in_flight: 0,
+                state: "paused",
+                paused: Some(Paused {
+                    offset: 7,
+                    reason: "too large".into(),
+                    since_ms: 0,
+                }),
+            },
+        );
+        s.replicator_restarting = Some("producer fenced".into());
+        s.translation_ready = Some(false);
+        s.commit_failing = Some("coordinator gone".into());
+        s.unreachable.insert(
+            "backup".into(),
+            Unreachable {
+                since_ms: 0,
+                error: "connection refused".into(),
+            },
+        );
+        s.oldest_unacked_ms = Some(45_000);
+        let h = s.health(Instant::now(), 40_000, Duration::from_secs(30));
+        assert_eq!(h.state, "degraded");
+        let all = h.reasons.join("\n");
+        for want in [
+            "partition t[2] is paused at offset 7: too large",
+            "replication is restarting: producer fenced",
+            "offset translation is not ready",
+            "storing progress fails: coordinator gone",
+            "cluster backup unreachable for 40s: connection refused",
+            "the target has not acknowledged records for 45s",
+        ] {
+            assert!(all.contains(want), "missing {want:?} in {all}");
+        }
+        assert!(h.alive && h.ready);
+    }
+
+    #[test]
+    fn briefly_unreachable_is_not_degraded_and_a_stuck_loop_is_dead() {
+        let mut s = running();
+        s.unreachable.insert(
+            "backup".into(),
+            Unreachable {
+                since_ms: 39_000,
+                error: "x".into(),
+            },
+        );
+        let now = Instant::now();
+        s.loops.insert("discovery", (now, Duration::from_secs(1)));
+        assert_eq!(s.health(now, 40_000, Duration::from_secs(30)).state, "ok");
+        let later = now + Duration::from_secs(61);
+        let h = s.health(later, 40_000, Duration::from_secs(30));
+        assert!(!h.alive && h.reasons[0].contains("discovery loop"), "{h:?}");
+        let mut stopped = running();
+        stopped.state = "stopped";
+        assert!(!stopped.health(now, 0, Duration::from_secs(30)).alive);
+    }
+}

@@ -1,0 +1,123 @@
+//! Producers and consumers with kmirror's guarantees, built from a cluster's settings.
+//!
+//! kmirror's own settings are applied last where its guarantees depend on them (idempotence,
+//! `acks=all`, no auto-commit, `read_committed`; validation refuses those keys), and first
+//! where they are only defaults (`linger.ms`, `compression.type`): the user's librdkafka
+//! settings win there.
+
+use super::{Cluster, KafkaError};
+use rdkafka::client::Client;
+use rdkafka::config::FromClientConfigAndContext;
+use rdkafka::consumer::{BaseConsumer, ConsumerContext, StreamConsumer};
+use rdkafka::producer::{BaseProducer, FutureProducer, ProducerContext, ThreadedProducer};
+use rdkafka::{ClientConfig, ClientContext};
+use std::ffi::CString;
+
+/// Producer defaults a user may override.
+const PRODUCER_DEFAULTS: [(&str, &str); 2] = [("linger.ms", "5"), ("compression.type", "none")];
+
+/// Producer settings kmirror's delivery guarantees depend on.
+const PRODUCER_GUARANTEES: [(&str, &str); 2] = [("enable.idempotence", "true"), ("acks", "all")];
+
+impl Cluster {
+    fn producer_config(&self, extra: &[(&str, &str)]) -> ClientConfig {
+        let mut config = self.config_with(&PRODUCER_GUARANTEES);
+        for (k, v) in PRODUCER_DEFAULTS {
+            if config.get(k).is_none() {
+                config.set(k, v);
+            }
+        }
+        for (k, v) in extra {
+            config.set(*k, *v);
+        }
+        config
+    }
+
+    /// A producer with kmirror's delivery settings (idempotent, acks=all) plus `extra`.
+    pub fn producer(&self, extra: &[(&str, &str)]) -> Result<FutureProducer, KafkaError> {
+        self.producer_config(extra)
+            .create()
+            .map_err(|e| self.error("create producer", e))
+    }
+
+    /// A producer polled by the caller, with `context` receiving its delivery reports.
+    pub fn base_producer<C: ProducerContext>(
+        &self,
+        extra: &[(&str, &str)],
+        context: C,
+    ) -> Result<BaseProducer<C>, KafkaError> {
+        BaseProducer::from_config_and_context(&self.producer_config(extra), context)
+            .map_err(|e| self.error("create producer", e))
+    }
+
+    /// A producer polled by its own thread, with `context` receiving its delivery reports.
+    pub fn threaded_producer<C: ProducerContext + 'static>(
+        &self,
+        extra: &[(&str, &str)],
+        context: C,
+    ) -> Result<ThreadedProducer<C>, KafkaError> {
+        ThreadedProducer::from_config_and_context(&self.producer_config(extra), context)
+            .map_err(|e| self.error("create producer", e))
+    }
+
+    fn consumer_config(&self, group: &str, extra: &[(&str, &str)]) -> ClientConfig {
+        let mut config = self.config_with(&[
+            ("group.id", group),
+            ("enable.auto.commit", "false"),
+            ("enable.auto.offset.store", "false"),
+            ("enable.partition.eof", "false"),
+            ("isolation.level", "read_committed"),
+        ]);
+        for (k, v) in extra {
+            config.set(*k, *v);
+        }
+        config
+    }
+
+    /// A consumer in `group` that never commits or stores offsets by itself.
+    pub fn consumer(
+        &self,
+        group: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<StreamConsumer, KafkaError> {
+        self.consumer_config(group, extra)
+            .create()
+            .map_err(|e| self.error(format!("create consumer for group {group}"), e))
+    }
+
+    /// A member of `group` polled by the caller, with `context` receiving its rebalances and
+    /// commit results; it never commits or stores offsets by itself.
+    pub fn group_member<C: ConsumerContext>(
+        &self,
+        group: &str,
+        extra: &[(&str, &str)],
+        context: C,
+    ) -> Result<BaseConsumer<C>, KafkaError> {
+        BaseConsumer::from_config_and_context(&self.consumer_config(group, extra), context)
+            .map_err(|e| self.error(format!("join group {group}"), e))
+    }
+}
+
+/// The last known (low, high) watermarks of `topic`/`partition` as the client saw them in
+/// its fetches; no request is made. `None` while unknown.
+pub fn cached_watermarks<C: ClientContext>(
+    client: &Client<C>,
+    topic: &str,
+    partition: i32,
+) -> Option<(i64, i64)> {
+    let topic = CString::new(topic).ok()?;
+    let (mut low, mut high) = (-1i64, -1i64);
+    // SAFETY: the client pointer is valid while `client` is borrowed; the topic is a valid
+    // NUL-terminated string; librdkafka only writes the two out-parameters.
+    let err = unsafe {
+        rdkafka_sys::rd_kafka_get_watermark_offsets(
+            client.native_ptr(),
+            topic.as_ptr(),
+            partition,
+            &mut low,
+            &mut high,
+        )
+    };
+    (err == rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0)
+        .then_some((low, high))
+}
