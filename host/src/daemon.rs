@@ -10,6 +10,9 @@ use std::future::Future;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+/// How long the stop may take beyond the longest flow `shutdown_timeout`.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -19,6 +22,9 @@ pub enum DaemonError {
     /// A flow's task panicked outside the flow's own watch.
     #[error("flow task panicked: {0}")]
     Panic(String),
+    /// The flows did not stop within the stop deadline.
+    #[error("the flows did not stop within {0:?}; exiting without waiting further")]
+    StopTimeout(std::time::Duration),
     /// The status endpoint could not listen.
     #[error("status endpoint: {0}")]
     Status(String),
@@ -42,6 +48,13 @@ pub async fn run(
         })
         .collect();
     let all_stats = flows.iter().map(|(_, s)| s.clone()).collect();
+    // The whole stop is bounded: each flow's drain, then the group leave and client closes.
+    let stop_deadline = flows
+        .iter()
+        .map(|(f, _)| f.settings.shutdown_timeout)
+        .max()
+        .unwrap_or_default()
+        + STOP_GRACE;
     // Kept alive until the flows stopped.
     let _status = match &config.status_listen {
         Some(listen) => {
@@ -62,11 +75,24 @@ pub async fn run(
 
     tokio::pin!(shutdown);
     let mut failure = None;
+    let overdue = tokio::time::sleep(std::time::Duration::MAX / 4);
+    tokio::pin!(overdue);
+    let mut stopping = false;
     loop {
+        if token.is_cancelled() && !stopping {
+            stopping = true;
+            overdue
+                .as_mut()
+                .reset(tokio::time::Instant::now() + stop_deadline);
+        }
         tokio::select! {
             _ = &mut shutdown, if !token.is_cancelled() => {
                 tracing::info!("stopping: finishing in-flight records and storing progress");
                 token.cancel();
+            }
+            _ = &mut overdue, if stopping => {
+                tracing::error!(deadline = ?stop_deadline, "the flows did not stop in time");
+                return Err(DaemonError::StopTimeout(stop_deadline));
             }
             joined = tasks.join_next() => match joined {
                 None => break,

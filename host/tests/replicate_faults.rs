@@ -1,11 +1,12 @@
 //! Data-plane faults on librdkafka's in-process mock clusters (no admin APIs there, which
-//! the replicator does not use): the target broker goes down and comes back, and produce
-//! requests fail transiently. The replicator runs in-process; records are checked with a
-//! plain rdkafka consumer. Nothing may be lost.
+//! the replicator does not use; groups are supported): the target broker goes down and
+//! comes back, produce and commit requests fail, a record the target will not take, a stop
+//! while the target is down, and the internal-topic reader under continuous writes. The
+//! replicator runs in-process; records are checked with a plain rdkafka consumer.
 
 use kmirror::config::StartOffset;
-use kmirror::flow::replication::{self, ReplicatorSettings};
-use kmirror::flow::telemetry::FlowTelemetry;
+use kmirror::flow::replication::{self, OnUnproducible, ReplicatorSettings};
+use kmirror::flow::telemetry::{Counter, FlowTelemetry};
 use kmirror::flow::{Route, Routes};
 use kmirror::kafka::{Cluster, ClusterSettings};
 use rdkafka::ClientConfig;
@@ -24,10 +25,17 @@ use tokio_util::sync::CancellationToken;
 const SYNCS: &str = "mm2-offset-syncs.backup.internal";
 
 fn cluster(alias: &str, servers: String) -> Cluster {
+    cluster_with(alias, servers, &[])
+}
+
+fn cluster_with(alias: &str, servers: String, props: &[(&str, &str)]) -> Cluster {
     Cluster::new(&ClusterSettings {
         alias: alias.into(),
         bootstrap_servers: servers,
-        librdkafka: BTreeMap::new(),
+        librdkafka: props
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
     })
     .expect("cluster")
 }
@@ -80,41 +88,50 @@ fn count_ids(servers: &str, topic: &str, n: usize, timeout: Duration) -> BTreeMa
 struct Running {
     task: tokio::task::JoinHandle<Result<(), replication::ReplicateError>>,
     shutdown: CancellationToken,
+    telemetry: Arc<FlowTelemetry>,
     _assign: watch::Sender<Routes>,
+}
+
+fn settings() -> ReplicatorSettings {
+    ReplicatorSettings {
+        flush_interval: Duration::from_millis(200),
+        start_offset: StartOffset::Earliest,
+        max_in_flight: 500,
+        session_timeout: Duration::from_secs(6),
+        ..ReplicatorSettings::new("primary->backup", "kmirror.primary.backup", SYNCS)
+    }
 }
 
 fn start(
     source: &MockCluster<'static, DefaultProducerContext>,
     target: &MockCluster<'static, DefaultProducerContext>,
 ) -> Running {
+    start_with(source, target, settings(), &[])
+}
+
+fn start_with(
+    source: &MockCluster<'static, DefaultProducerContext>,
+    target: &MockCluster<'static, DefaultProducerContext>,
+    settings: ReplicatorSettings,
+    target_props: &[(&str, &str)],
+) -> Running {
     let (src, tgt) = (
         cluster("primary", source.bootstrap_servers()),
-        cluster("backup", target.bootstrap_servers()),
+        cluster_with("backup", target.bootstrap_servers(), target_props),
     );
-    let settings = ReplicatorSettings {
-        flush_interval: Duration::from_millis(200),
-        start_offset: StartOffset::Earliest,
-        max_in_flight: 500,
-        session_timeout: Duration::from_secs(6),
-        ..ReplicatorSettings::new("primary->backup", "kmirror.primary.backup", SYNCS)
-    };
+    let telemetry = Arc::new(FlowTelemetry::new("primary->backup"));
     let assignment: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
     let (tx, rx) = watch::channel(assignment);
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
+    let t = telemetry.clone();
     let task = tokio::spawn(async move {
-        replication::run(
-            [src.clone(), tgt, src],
-            settings,
-            rx,
-            stop,
-            Arc::new(FlowTelemetry::new("primary->backup")),
-        )
-        .await
+        replication::run([src.clone(), tgt, src], settings, rx, stop, t).await
     });
     Running {
         task,
         shutdown,
+        telemetry,
         _assign: tx,
     }
 }
@@ -196,4 +213,324 @@ async fn transient_produce_errors_lose_nothing() {
     running.shutdown.cancel();
     running.task.await.expect("join").expect("a clean stop");
     assert_eq!(seen.len(), 1000, "every record arrived");
+}
+
+/// Polls `f` every 100 ms until it holds, or panics after `timeout` naming `what`.
+async fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// 1000 ids, a record over the target's `message.max.bytes` on partition 0, 1000 more.
+async fn produce_with_poison(source: &MockCluster<'static, DefaultProducerContext>) {
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || {
+        produce(&servers, "orders", 0..1000);
+        let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+            .set("bootstrap.servers", &servers)
+            .create()
+            .expect("producer");
+        let big = vec![b'x'; 20_000];
+        p.send(
+            BaseRecord::<str, [u8]>::to("orders")
+                .partition(0)
+                .key("poison")
+                .payload(&big),
+        )
+        .map_err(|(e, _)| e)
+        .expect("send");
+        p.flush(Duration::from_secs(30)).expect("flush");
+        produce(&servers, "orders", 1000..2000);
+    })
+    .await
+    .expect("produce");
+}
+
+fn paused(t: &FlowTelemetry) -> Option<(i32, i64, String)> {
+    let s = t.status();
+    s.partitions
+        .get("orders")?
+        .iter()
+        .find_map(|(p, st)| st.paused.as_ref().map(|x| (*p, x.offset, x.reason.clone())))
+}
+
+const SMALL_TARGET: [(&str, &str); 1] = [("message.max.bytes", "10000")];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unproducible_record_pauses_only_its_partition() {
+    let (source, target) = mocks();
+    produce_with_poison(&source).await;
+    let running = start_with(&source, &target, settings(), &SMALL_TARGET);
+    wait_until("the partition paused", Duration::from_secs(60), || {
+        paused(&running.telemetry).is_some()
+    })
+    .await;
+    let (partition, offset, reason) = paused(&running.telemetry).expect("paused");
+    assert_eq!(
+        (partition, offset),
+        (0, 500),
+        "partition 0 stops at the large record"
+    );
+    assert!(reason.contains("message.max.bytes"), "{reason}");
+    // Partition 1 carries the odd ids, partition 0 the even ones.
+    let t = target.bootstrap_servers();
+    let seen = tokio::task::spawn_blocking(move || {
+        count_ids(&t, "primary.orders", 1500, Duration::from_secs(60))
+    })
+    .await
+    .expect("read");
+    for i in 0..2000 {
+        let expected = usize::from(i % 2 == 1 || i < 1000);
+        let got = seen.get(&format!("id-{i}")).copied().unwrap_or(0);
+        assert_eq!(
+            got, expected,
+            "id-{i}: {got} copies (healthy partition unaffected, no duplicates)"
+        );
+    }
+    let health = running.telemetry.health();
+    assert_eq!(health.state, "degraded");
+    assert!(
+        health
+            .reasons
+            .iter()
+            .any(|r| r.contains("orders[0] is paused at offset 500")),
+        "{health:?}"
+    );
+    assert_eq!(running.telemetry.count(Counter::UnproduciblePaused), 1);
+    running.shutdown.cancel();
+    running.task.await.expect("join").expect("a clean stop");
+    // The progress of the healthy partition was stored; the paused one stays at the record.
+    let committed = committed_progress(&source.bootstrap_servers());
+    assert_eq!(committed.get(&0), Some(&500), "{committed:?}");
+    assert_eq!(committed.get(&1), Some(&1000), "{committed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skip_mode_skips_the_record_and_goes_on() {
+    let (source, target) = mocks();
+    produce_with_poison(&source).await;
+    let settings = ReplicatorSettings {
+        on_unproducible: OnUnproducible::Skip,
+        ..settings()
+    };
+    let running = start_with(&source, &target, settings, &SMALL_TARGET);
+    let t = target.bootstrap_servers();
+    let seen = tokio::task::spawn_blocking(move || {
+        count_ids(&t, "primary.orders", 2000, Duration::from_secs(60))
+    })
+    .await
+    .expect("read");
+    for i in 0..2000 {
+        assert_eq!(seen.get(&format!("id-{i}")), Some(&1), "id-{i}");
+    }
+    assert_eq!(seen.len(), 2000, "the large record was skipped");
+    assert_eq!(running.telemetry.count(Counter::UnproducibleSkipped), 1);
+    assert!(paused(&running.telemetry).is_none());
+    running.shutdown.cancel();
+    running.task.await.expect("join").expect("a clean stop");
+    let committed = committed_progress(&source.bootstrap_servers());
+    assert_eq!(
+        committed.get(&0),
+        Some(&1001),
+        "past the skipped record: {committed:?}"
+    );
+}
+
+/// The committed offsets of kmirror's progress group, by partition of `orders`.
+fn committed_progress(servers: &str) -> BTreeMap<i32, i64> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .set("group.id", "kmirror.primary.backup")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition("orders", 0);
+    tpl.add_partition("orders", 1);
+    let got = c
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .expect("committed");
+    got.elements()
+        .iter()
+        .filter_map(|e| {
+            e.offset()
+                .to_raw()
+                .filter(|o| *o >= 0)
+                .map(|o| (e.partition(), o))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_commits_are_reported_and_retried() {
+    let (source, target) = mocks();
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || produce(&servers, "orders", 0..1000))
+        .await
+        .expect("produce");
+    source.request_errors(
+        RDKafkaApiKey::OffsetCommit,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_COMMIT_OFFSET_SIZE; 3],
+    );
+    let running = start(&source, &target);
+    wait_until("commit failures counted", Duration::from_secs(60), || {
+        running.telemetry.count(Counter::CommitFailures) > 0
+    })
+    .await;
+    let servers = source.bootstrap_servers();
+    wait_until(
+        "the progress stored after all",
+        Duration::from_secs(60),
+        || {
+            let c = committed_progress(&servers);
+            c.get(&0) == Some(&500) && c.get(&1) == Some(&500)
+        },
+    )
+    .await;
+    wait_until("no longer failing", Duration::from_secs(10), || {
+        running.telemetry.status().commit_failing.is_none()
+    })
+    .await;
+    running.shutdown.cancel();
+    running.task.await.expect("join").expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_while_the_target_is_down_is_bounded() {
+    let (source, target) = mocks();
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || produce(&servers, "orders", 0..200))
+        .await
+        .expect("produce");
+    let settings = ReplicatorSettings {
+        drain_timeout: Duration::from_secs(2),
+        ..settings()
+    };
+    let running = start_with(&source, &target, settings, &[]);
+    let t = target.bootstrap_servers();
+    tokio::task::spawn_blocking(move || {
+        count_ids(&t, "primary.orders", 200, Duration::from_secs(30))
+    })
+    .await
+    .expect("read");
+    target.broker_down(1).expect("down");
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || produce(&servers, "orders", 200..5000))
+        .await
+        .expect("produce");
+    wait_until("records stuck in flight", Duration::from_secs(30), || {
+        running
+            .telemetry
+            .status()
+            .partitions
+            .values()
+            .flat_map(|p| p.values())
+            .any(|p| p.in_flight > 0)
+    })
+    .await;
+    running.shutdown.cancel();
+    // The drain gives up after its 2 s; the group leave and the producer's close follow.
+    let stopped = tokio::time::timeout(Duration::from_secs(30), running.task).await;
+    stopped
+        .expect("the stop is bounded")
+        .expect("join")
+        .expect("a clean stop");
+    let committed = committed_progress(&source.bootstrap_servers());
+    assert!(
+        committed.values().all(|o| *o <= 2500),
+        "only acked records count as done: {committed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_internal_topic_reader_catches_up_while_the_topic_keeps_growing() {
+    use kmirror::kafka::internal::{InternalReader, ReadEvent};
+    let source = MockCluster::new(1).expect("mock");
+    source.create_topic("busy.internal", 1, 1).expect("topic");
+    let servers = source.bootstrap_servers();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (s, flag) = (servers.clone(), stop.clone());
+    // A steady writer: a record every 5 ms, never quiet for long.
+    let writer = std::thread::spawn(move || {
+        let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+            .set("bootstrap.servers", &s)
+            .set("linger.ms", "0")
+            .create()
+            .expect("producer");
+        let mut i = 0u64;
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) && i < 20_000 {
+            let v = i.to_string();
+            let _ = p.send(
+                BaseRecord::<str, str>::to("busy.internal")
+                    .partition(0)
+                    .payload(&v),
+            );
+            i += 1;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        p.flush(Duration::from_secs(5)).ok();
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await; // some history first
+    let cluster = cluster("primary", servers);
+    let mut reader = InternalReader::open(&cluster, "busy.internal")
+        .await
+        .expect("open");
+    let caught_up = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Ok(ReadEvent::CaughtUp) = reader.next().await {
+                return;
+            }
+        }
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().expect("writer");
+    caught_up.expect("ready while the topic keeps being written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_that_cannot_reach_the_end_says_so() {
+    use kmirror::flow::checkpoints::read_checkpoints;
+    let source = MockCluster::new(1).expect("mock");
+    source
+        .create_topic("primary.checkpoints.internal", 1, 1)
+        .expect("topic");
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || {
+        let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+            .set("bootstrap.servers", &servers)
+            .create()
+            .expect("producer");
+        for i in 0..10 {
+            let v = format!("{i}");
+            p.send(
+                BaseRecord::<str, str>::to("primary.checkpoints.internal")
+                    .partition(0)
+                    .payload(&v),
+            )
+            .map_err(|(e, _)| e)
+            .expect("send");
+        }
+        p.flush(Duration::from_secs(10)).expect("flush");
+    })
+    .await
+    .expect("produce");
+    source.request_errors(
+        RDKafkaApiKey::Fetch,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION; 500],
+    );
+    let cluster = cluster("primary", source.bootstrap_servers());
+    let read = read_checkpoints(
+        &cluster,
+        "primary.checkpoints.internal",
+        Duration::from_secs(2),
+    )
+    .await
+    .expect("opened");
+    assert!(!read.complete, "the fetches fail: the read is incomplete");
 }

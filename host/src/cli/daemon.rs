@@ -45,7 +45,7 @@ pub fn run(path: &Path, cache: &CacheChoice) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(async {
+    let code = runtime.block_on(async {
         let shutdown = async {
             first_signal().await;
             tokio::spawn(async {
@@ -61,7 +61,11 @@ pub fn run(path: &Path, cache: &CacheChoice) -> ExitCode {
                 ExitCode::from(1)
             }
         }
-    })
+    });
+    // Whatever is still running (a plugin call past its deadline, a client closing) does
+    // not hold up the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }
 
 async fn first_signal() {

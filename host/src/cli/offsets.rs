@@ -74,10 +74,25 @@ async fn open(cfg: LoadedConfig, flow: &str, group: &str) -> Result<Opened, (u8,
         .map_err(|e| (1, e.to_string()))?
         .checkpoints;
     let target = Cluster::new(&flow.target).map_err(|e| (1, e.to_string()))?;
-    let all = read_checkpoints(&target, &topic, Duration::from_secs(30))
+    let read = read_checkpoints(&target, &topic, Duration::from_secs(30))
         .await
         .map_err(|e| (1, e.to_string()))?;
-    let mut checkpoints: Vec<Checkpoint> = all.into_values().filter(|c| c.group == group).collect();
+    if !read.complete {
+        // A partial read could miss the newest checkpoint of a partition: refuse, rather
+        // than fail a group over to older offsets or leave partitions out.
+        return Err((
+            1,
+            format!(
+                "could not read {topic} on cluster {} to its end within 30s; try again",
+                target.alias
+            ),
+        ));
+    }
+    let mut checkpoints: Vec<Checkpoint> = read
+        .last
+        .into_values()
+        .filter(|c| c.group == group)
+        .collect();
     checkpoints.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
     Ok(Opened {
         target,

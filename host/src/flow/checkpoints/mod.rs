@@ -10,4 +10,4 @@ pub mod rules;
 pub mod task;
 
 pub use rules::{CheckpointKey, checkpoint, key, should_emit};
-pub use task::read_checkpoints;
+pub use task::{Checkpoints, read_checkpoints};

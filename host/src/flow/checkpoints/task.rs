@@ -22,20 +22,30 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// Reads every checkpoint of `topic` (the last one per key), e.g. after a restart.
+/// Every checkpoint of a checkpoints topic (the last one per key), and whether the topic
+/// was read to its end.
+#[derive(Debug, Default)]
+pub struct Checkpoints {
+    /// The last checkpoint per (group, topic, partition).
+    pub last: HashMap<CheckpointKey, Checkpoint>,
+    /// Whether the end was reached within the timeout (else `last` may miss some).
+    pub complete: bool,
+}
+
+/// Reads every checkpoint of `topic` on `cluster`, e.g. after a restart, for up to `timeout`.
 pub async fn read_checkpoints(
     cluster: &Cluster,
     topic: &str,
     timeout: Duration,
-) -> Result<HashMap<CheckpointKey, Checkpoint>, KafkaError> {
+) -> Result<Checkpoints, KafkaError> {
     let mut last = HashMap::new();
-    read_to_end(cluster, topic, timeout, |msg| {
+    let complete = read_to_end(cluster, topic, timeout, |msg| {
         if let Ok(cp) = Checkpoint::decode(msg.key(), msg.payload()) {
             last.insert(rules::key(&cp), cp);
         }
     })
     .await?;
-    Ok(last)
+    Ok(Checkpoints { last, complete })
 }
 
 /// Everything the checkpoint task works with.
@@ -83,9 +93,12 @@ pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
     )
     .await
     {
-        Ok(last) => {
-            tracing::info!(flow = %cp.ctx.telemetry.flow, checkpoints = last.len(), topic = %cp.ctx.checkpoints_topic, "reloaded checkpoints");
-            cp.last = last;
+        Ok(read) => {
+            if !read.complete {
+                tracing::warn!(flow = %cp.ctx.telemetry.flow, topic = %cp.ctx.checkpoints_topic, "the checkpoints topic was not read to its end; checkpoints may be emitted again");
+            }
+            tracing::info!(flow = %cp.ctx.telemetry.flow, checkpoints = read.last.len(), topic = %cp.ctx.checkpoints_topic, "reloaded checkpoints");
+            cp.last = read.last;
         }
         Err(e) => cp
             .ctx

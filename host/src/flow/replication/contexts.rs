@@ -107,6 +107,13 @@ impl ConsumerContext for Membership {
     }
 
     fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
+        self.record_commit(result, offsets);
+    }
+}
+
+impl Membership {
+    /// Records the outcome of a commit of `offsets`.
+    pub fn record_commit(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
         let outcome = CommitOutcome {
             error: result.err().map(|e| e.to_string()),
             partitions: offsets

@@ -374,25 +374,16 @@ impl Core {
         tpl_of(&flowing)
     }
 
-    /// Commits the progress of every partition that moved (asynchronously; the outcome
-    /// comes back through [`Self::committed`]). Returns whether a commit was sent.
-    pub fn commit(&mut self, consumer: &Member) -> bool {
+    /// The progress of every partition that moved since the last commit, to be committed
+    /// (by the committer; the outcome comes back through [`Self::committed`]).
+    pub fn take_commits(&mut self) -> Option<TopicPartitionList> {
         let mut tpl = TopicPartitionList::new();
         for p in self.table.iter_mut() {
             if let Some(at) = p.progress.take_commit() {
                 let _ = tpl.add_partition_offset(&p.topic, p.partition, Offset::Offset(at));
             }
         }
-        if tpl.count() == 0 {
-            return false;
-        }
-        match consumer.commit(&tpl, CommitMode::Async) {
-            Ok(()) => true,
-            Err(e) => {
-                self.commit_failed(&tpl, &e.to_string());
-                false
-            }
-        }
+        (tpl.count() > 0).then_some(tpl)
     }
 
     fn commit_failed(&mut self, tpl: &TopicPartitionList, error: &str) {
@@ -439,14 +430,13 @@ impl Core {
         }
     }
 
-    /// Every flush interval: delayed syncs, progress, retries of paused partitions, status.
+    /// Every flush interval: delayed syncs, retries of paused partitions, status.
     pub fn tick(&mut self, consumer: &Member, now: Instant) {
         self.telemetry
             .add(Counter::Records, std::mem::take(&mut self.records));
         self.telemetry
             .add(Counter::Bytes, std::mem::take(&mut self.bytes));
         self.syncs.flush_delayed();
-        let _ = self.commit(consumer);
         self.retry_paused(consumer, now);
         self.publish_status(consumer, now);
     }
@@ -511,8 +501,8 @@ impl Core {
     }
 
     /// A graceful stop: waits until `deadline` for the records in flight and the offset
-    /// syncs, then commits what was acked. Returns whether a commit is on its way.
-    pub fn drain(&mut self, consumer: &Member, deadline: Instant) -> bool {
+    /// syncs; returns the progress to commit.
+    pub fn drain(&mut self, consumer: &Member, deadline: Instant) -> Option<TopicPartitionList> {
         while self.in_flight > 0 && Instant::now() < deadline {
             self.poll_producer(consumer, Duration::from_millis(20));
         }
@@ -525,6 +515,6 @@ impl Core {
             .add(Counter::Records, std::mem::take(&mut self.records));
         self.telemetry
             .add(Counter::Bytes, std::mem::take(&mut self.bytes));
-        self.commit(consumer)
+        self.take_commits()
     }
 }

@@ -14,8 +14,11 @@ use crate::flow::offset_syncs::OffsetSyncWriter;
 use crate::flow::offset_syncs::sender::SyncSender;
 use crate::flow::telemetry::FlowTelemetry;
 use crate::kafka::Cluster;
-use rdkafka::consumer::Consumer;
+use rdkafka::TopicPartitionList;
+use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::message::BorrowedMessage;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -46,6 +49,51 @@ pub struct WorkerContext {
     pub telemetry: Arc<FlowTelemetry>,
     /// This run's offset-sync session.
     pub session: u64,
+}
+
+/// Commits progress through the group member on its own thread, one commit at a time, so
+/// a slow or missing group coordinator never stalls the data plane. Outcomes go to the
+/// member's context, where the loop picks them up.
+struct Committer {
+    tx: Option<mpsc::Sender<TopicPartitionList>>,
+    busy: Arc<AtomicBool>,
+}
+
+impl Committer {
+    fn start(consumer: Arc<Member>, flow: &str) -> Committer {
+        let (tx, rx) = mpsc::channel::<TopicPartitionList>();
+        let busy = Arc::new(AtomicBool::new(false));
+        let flag = busy.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("kmirror-commit-{flow}"))
+            .spawn(move || {
+                while let Ok(tpl) = rx.recv() {
+                    let result = consumer.commit(&tpl, CommitMode::Sync);
+                    consumer.context().record_commit(result, &tpl);
+                    flag.store(false, Ordering::Release);
+                }
+            });
+        match spawned {
+            Ok(_) => Committer { tx: Some(tx), busy },
+            Err(e) => {
+                tracing::error!(flow, error = %e, "cannot start the committer thread; progress is stored at the stop only");
+                Committer { tx: None, busy }
+            }
+        }
+    }
+
+    fn idle(&self) -> bool {
+        !self.busy.load(Ordering::Acquire)
+    }
+
+    fn commit(&self, tpl: TopicPartitionList) {
+        if let Some(tx) = &self.tx {
+            self.busy.store(true, Ordering::Release);
+            if tx.send(tpl).is_err() {
+                self.busy.store(false, Ordering::Release);
+            }
+        }
+    }
 }
 
 fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
@@ -103,7 +151,8 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
         syncs,
         ctx.telemetry.clone(),
     )));
-    let consumer = member(&ctx, core.clone())?;
+    let consumer = Arc::new(member(&ctx, core.clone())?);
+    let committer = Committer::start(consumer.clone(), &ctx.settings.flow);
     let flush = s.flush_interval;
     let drain_timeout = s.drain_timeout;
     let mut subscribed: Vec<String> = Vec::new();
@@ -174,12 +223,17 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
         }
         if now >= next_tick {
             c.tick(&consumer, now);
+            if committer.idle() {
+                if let Some(tpl) = c.take_commits() {
+                    committer.commit(tpl);
+                }
+            }
             next_tick = now + flush;
             ctx.telemetry.tick("replication", flush);
         }
     }
     drop(held);
-    stop(&consumer, &core, drain_timeout);
+    stop(&consumer, &core, &committer, drain_timeout);
     ctx.telemetry.loop_ended("replication");
     Ok(())
 }
@@ -216,20 +270,23 @@ fn resubscribe(
 
 /// The graceful stop: nothing new is forwarded; in-flight records and syncs are awaited
 /// and progress committed, all within `timeout`; then the group is left.
-fn stop(consumer: &Member, core: &Mutex<Core>, timeout: Duration) {
+fn stop(consumer: &Member, core: &Mutex<Core>, committer: &Committer, timeout: Duration) {
     let deadline = Instant::now() + timeout;
-    if !lock(core).drain(consumer, deadline) {
+    let pending = lock(core).drain(consumer, deadline);
+    // A commit still running finishes first; then the last one.
+    while !committer.idle() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let Some(tpl) = pending else {
         return;
+    };
+    // Not-yet-confirmed commits from the loop are resent with the final positions.
+    committer.commit(tpl);
+    while !committer.idle() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
     }
-    // The commit's outcome arrives through the consumer's poll (records it hands out now
-    // are not forwarded, so nothing past them is committed).
-    while Instant::now() < deadline {
-        let _ = consumer.poll(Duration::from_millis(50));
-        let outcomes = consumer.context().take_commits();
-        if !outcomes.is_empty() {
-            lock(core).committed(outcomes);
-            return;
-        }
+    lock(core).committed(consumer.context().take_commits());
+    if !committer.idle() {
+        tracing::warn!("progress commit not confirmed before the stop deadline");
     }
-    tracing::warn!("progress commit not confirmed before the stop deadline");
 }

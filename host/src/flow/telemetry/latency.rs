@@ -28,17 +28,18 @@ impl LatencyHistogram {
             .fetch_add(millis.max(0) as u64 * 1000 * n, Ordering::Relaxed);
     }
 
-    /// (sum in seconds, count, cumulative (upper bound, count) per bucket).
+    /// (sum in seconds, count, (upper bound, count) of each bucket, not cumulative).
     pub fn snapshot(&self) -> (f64, u64, Vec<(f64, u64)>) {
-        let mut cumulative = 0;
+        let mut total = 0;
         let mut buckets = Vec::with_capacity(BUCKETS.len() + 1);
         for (i, c) in self.counts.iter().enumerate() {
-            cumulative += c.load(Ordering::Relaxed);
+            let n = c.load(Ordering::Relaxed);
+            total += n;
             let bound = BUCKETS.get(i).copied().unwrap_or(f64::INFINITY);
-            buckets.push((bound, cumulative));
+            buckets.push((bound, n));
         }
         let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        (sum, cumulative, buckets)
+        (sum, total, buckets)
     }
 }
 
@@ -47,7 +48,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn observations_land_in_cumulative_buckets() {
+    fn observations_land_in_their_buckets() {
         let h = LatencyHistogram::default();
         h.observe_ms(3, 2);
         h.observe_ms(70_000, 1);
@@ -56,6 +57,6 @@ mod tests {
         assert!((sum - 70.006).abs() < 1e-9, "{sum}");
         assert_eq!(buckets[1], (0.0025, 0), "3 ms is above 2.5 ms");
         assert_eq!(buckets[2], (0.005, 2));
-        assert_eq!(buckets.last().copied(), Some((f64::INFINITY, 3)));
+        assert_eq!(buckets.last().copied(), Some((f64::INFINITY, 1)));
     }
 }
