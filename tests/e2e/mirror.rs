@@ -266,27 +266,6 @@ replication_policy = { plugin = "prod_prefix.wasm" }"#;
     assert_eq!(kmirror.stop(), Some(0));
 }
 
-/// The raw HTTP/1.0 response to `GET path`.
-fn http(addr: &str, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    Some(text)
-}
-
-fn http_text(addr: &str, path: &str) -> Option<String> {
-    Some(http(addr, path)?.split("\r\n\r\n").nth(1)?.to_string())
-}
-
-fn http_get(addr: &str, path: &str) -> Option<(u16, serde_json::Value)> {
-    let text = http(addr, path)?;
-    let code = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text.split("\r\n\r\n").nth(1)?;
-    Some((code, serde_json::from_str(body).ok()?))
-}
-
 #[test]
 fn status_reports_mirrored_topics_and_syncs_can_live_on_the_target() {
     let (primary, backup) = (Broker::start(), Broker::start());

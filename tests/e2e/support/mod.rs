@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -79,14 +81,32 @@ impl Broker {
     /// Starts a broker on a free port and waits until it accepts connections.
     pub fn start() -> Broker {
         let port = free_port();
+        Self::start_advertising(port, port)
+    }
+
+    /// Starts a broker behind a [`proxy::Proxy`]: it advertises the proxy's address, so
+    /// every client goes through the proxy. The broker's `addr` is the proxy's.
+    pub fn behind_proxy() -> (Broker, proxy::Proxy) {
+        let (port, proxy_port) = (free_port(), free_port());
+        let proxy = proxy::Proxy::start(
+            &format!("127.0.0.1:{proxy_port}"),
+            &format!("127.0.0.1:{port}"),
+        );
+        let mut broker = Self::start_advertising(port, proxy_port);
+        broker.addr = proxy.addr.clone();
+        (broker, proxy)
+    }
+
+    fn start_advertising(port: u16, advertised: u16) -> Broker {
         let url = format!("tcp://127.0.0.1:{port}");
+        let advertised = format!("tcp://127.0.0.1:{advertised}");
         let mut cmd = Command::new(tansu_bin());
         cmd.args([
             "broker",
             "--listener-url",
             &url,
             "--advertised-listener-url",
-            &url,
+            &advertised,
         ])
         .args(["--storage-engine", "memory://tansu/"])
         .stdout(Stdio::null())
@@ -232,11 +252,17 @@ pub struct Client {
 
 impl Client {
     pub fn new(addr: &str) -> Client {
-        let producer = ClientConfig::new()
-            .set("bootstrap.servers", addr)
-            .set("linger.ms", "0")
-            .create()
-            .expect("test producer");
+        Self::with(addr, &[])
+    }
+
+    /// A client whose producer has `props` on top.
+    pub fn with(addr: &str, props: &[(&str, &str)]) -> Client {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", addr).set("linger.ms", "0");
+        for (k, v) in props {
+            config.set(*k, *v);
+        }
+        let producer = config.create().expect("test producer");
         Client {
             addr: addr.to_string(),
             producer,
@@ -435,4 +461,114 @@ replication_factor = 1
     let path = dir.join("kmirror.toml");
     std::fs::write(&path, text).expect("write config");
     path
+}
+
+/// The raw HTTP/1.0 response to `GET path`.
+pub fn http(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+pub fn http_text(addr: &str, path: &str) -> Option<String> {
+    Some(http(addr, path)?.split("\r\n\r\n").nth(1)?.to_string())
+}
+
+pub fn http_get(addr: &str, path: &str) -> Option<(u16, serde_json::Value)> {
+    let text = http(addr, path)?;
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split("\r\n\r\n").nth(1)?;
+    Some((code, serde_json::from_str(body).ok()?))
+}
+
+/// A free loopback `host:port` for a status endpoint.
+pub fn free_addr() -> String {
+    format!("127.0.0.1:{}", free_port())
+}
+
+/// A producer thread writing unique ids `id-<n>` round-robin over a topic's partitions, at
+/// about `per_second` records a second, until stopped.
+pub struct Feeder {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    produced: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Feeder {
+    /// Starts feeding `topic` (with `partitions` partitions) on `addr`.
+    pub fn start(addr: &str, topic: &str, partitions: i32, per_second: usize) -> Feeder {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let produced = std::sync::Arc::new(AtomicUsize::new(0));
+        let (s, p, addr, topic) = (
+            stop.clone(),
+            produced.clone(),
+            addr.to_string(),
+            topic.to_string(),
+        );
+        let thread = std::thread::spawn(move || {
+            let c = Client::new(&addr);
+            let per_tick = (per_second / 20).max(1);
+            let mut n = 0usize;
+            // Bounded: stops by itself after ten minutes' worth.
+            while !s.load(Ordering::Relaxed) && n < per_second * 600 {
+                for _ in 0..per_tick {
+                    let id = format!("id-{n}");
+                    c.produce(
+                        &topic,
+                        (n % partitions as usize) as i32,
+                        id.as_bytes(),
+                        id.as_bytes(),
+                        &[("id", id.as_bytes())],
+                        1_700_000_000_000 + n as i64,
+                    );
+                    n += 1;
+                }
+                p.store(n, Ordering::Relaxed);
+                // Paces the feed; not a wait for a condition.
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            c.flush();
+            p.store(n, Ordering::Relaxed);
+        });
+        Feeder {
+            stop,
+            produced,
+            thread: Some(thread),
+        }
+    }
+
+    /// How many records were produced so far.
+    pub fn produced(&self) -> usize {
+        self.produced.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stops, waits for every record's ack, and returns how many were produced.
+    pub fn stop(&mut self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().expect("feeder");
+        }
+        self.produced()
+    }
+}
+
+impl Drop for Feeder {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// How often each value arrived.
+pub fn count_values(recs: &[Rec]) -> BTreeMap<String, usize> {
+    let mut count = BTreeMap::new();
+    for r in recs {
+        *count
+            .entry(String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned())
+            .or_insert(0) += 1;
+    }
+    count
 }
