@@ -58,8 +58,10 @@ pub async fn run(
     // Kept alive until the flows stopped.
     let _status = match &config.status_listen {
         Some(listen) => {
-            let server = crate::status::serve(listen, all_stats).map_err(DaemonError::Status)?;
-            tracing::info!(addr = %server.addr, "status endpoint: /health, /status");
+            let server = crate::status::serve(listen, all_stats)
+                .await
+                .map_err(DaemonError::Status)?;
+            tracing::info!(addr = %server.addr, "status endpoint: /health, /ready, /status, /metrics");
             Some(server)
         }
         None => None,

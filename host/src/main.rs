@@ -12,5 +12,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    // Plugins are compiled in child processes of this binary, killed at the compile timeout.
+    if let Ok(exe) = std::env::current_exe() {
+        kmirror::plugin::compile::compile_out_of_process(exe);
+    }
     kmirror::cli::run(kmirror::cli::Cli::parse())
 }

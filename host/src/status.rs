@@ -1,94 +1,149 @@
 //! The status endpoint: `GET /health` (liveness: 200 while every flow runs and its loops
 //! turn, else 503), `GET /ready` (200 once every flow reached both clusters and finished
-//! its first discovery pass),
-//! `GET /status` (every flow's mirrored topics, problems and counters, as JSON) and
-//! `GET /metrics` (Prometheus, OpenMetrics text).
+//! its first discovery pass), `GET /status` (every flow's health, mirrored topics,
+//! partitions and counters, as JSON) and `GET /metrics` (Prometheus, OpenMetrics text).
+//!
+//! It is unauthenticated and meant for loopback or behind a proxy (a warning is logged
+//! otherwise). It runs on the daemon's tokio runtime (hyper, axum) with bounds that a
+//! misbehaving client cannot get past: headers at most 16 KiB and 5 s to arrive, a
+//! connection lives at most 30 s, at most 64 connections at once (more are closed at once).
 
 use crate::flow::telemetry::FlowTelemetry;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::get;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+/// Connections served at once at most.
+pub const MAX_CONNECTIONS: usize = 64;
+/// The largest request head (request line and headers) accepted, in bytes.
+pub const MAX_HEAD_BYTES: usize = 16 << 10;
+/// How long a client may take to send its request head.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one connection may stay open.
+pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+type Flows = Arc<Vec<Arc<FlowTelemetry>>>;
 
 /// A running status endpoint; stops when dropped.
 pub struct StatusServer {
-    server: Arc<tiny_http::Server>,
-    thread: Option<JoinHandle<()>>,
     /// The address it listens on.
-    pub addr: String,
+    pub addr: SocketAddr,
+    stop: CancellationToken,
 }
 
 impl Drop for StatusServer {
     fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.stop.cancel();
     }
 }
 
-fn json(code: u16, body: &serde_json::Value) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
-    let header = tiny_http::Header::from_bytes("Content-Type", "application/json").ok();
-    let mut response =
-        tiny_http::Response::from_data(body.to_string().into_bytes()).with_status_code(code);
-    if let Some(h) = header {
-        response = response.with_header(h);
-    }
-    response
+async fn health_or_ready(flows: &Flows, readiness: bool) -> Response {
+    let healths: Vec<_> = flows.iter().map(|f| (f.flow.clone(), f.health())).collect();
+    let live = healths.iter().all(|(_, h)| h.alive);
+    let ready = healths.iter().all(|(_, h)| h.ready);
+    let per_flow: serde_json::Map<String, serde_json::Value> = healths
+        .iter()
+        .map(|(name, h)| (name.clone(), serde_json::to_value(h).unwrap_or_default()))
+        .collect();
+    let states: serde_json::Map<String, serde_json::Value> = flows
+        .iter()
+        .map(|f| (f.flow.clone(), f.status().state.into()))
+        .collect();
+    let ok = if readiness { ready } else { live };
+    let code = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body =
+        serde_json::json!({ "healthy": live, "ready": ready, "flows": states, "health": per_flow });
+    (code, Json(body)).into_response()
 }
 
-/// Serves the endpoint on `listen` (`host:port`) for `flows`.
-pub fn serve(listen: &str, flows: Vec<Arc<FlowTelemetry>>) -> Result<StatusServer, String> {
-    let server = Arc::new(
-        tiny_http::Server::http(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?,
-    );
-    let addr = server.server_addr().to_string();
-    let srv = server.clone();
-    let thread = std::thread::Builder::new()
-        .name("kmirror-status".into())
-        .spawn(move || {
-            for request in srv.incoming_requests() {
-                let flows_json: Vec<serde_json::Value> =
-                    flows.iter().map(|f| f.to_json()).collect();
-                let response = match request.url() {
-                    "/health" | "/ready" => {
-                        let healths: Vec<_> = flows.iter().map(|f| (f.flow.clone(), f.health())).collect();
-                        let live = healths.iter().all(|(_, h)| h.alive);
-                        let ready = healths.iter().all(|(_, h)| h.ready);
-                        let per_flow: serde_json::Map<String, serde_json::Value> = healths
-                            .iter()
-                            .map(|(name, h)| (name.clone(), serde_json::to_value(h).unwrap_or_default()))
-                            .collect();
-                        let states: serde_json::Map<String, serde_json::Value> = flows_json
-                            .iter()
-                            .map(|f| (f["flow"].as_str().unwrap_or("").to_string(), f["state"].clone()))
-                            .collect();
-                        let ok = if request.url() == "/health" { live } else { ready };
-                        json(
-                            if ok { 200 } else { 503 },
-                            &serde_json::json!({ "healthy": live, "ready": ready, "flows": states, "health": per_flow }),
-                        )
-                    }
-                    "/status" => json(200, &serde_json::json!({ "flows": flows_json })),
-                    "/metrics" => {
-                        let body = crate::metrics::render(&flows);
-                        let mut response = tiny_http::Response::from_data(body.into_bytes());
-                        if let Ok(h) = tiny_http::Header::from_bytes("Content-Type", crate::metrics::CONTENT_TYPE) {
-                            response = response.with_header(h);
-                        }
-                        let _ = request.respond(response);
-                        continue;
-                    }
-                    _ => json(
-                        404,
-                        &serde_json::json!({ "error": "not found; try /health, /ready, /status or /metrics" }),
-                    ),
-                };
-                let _ = request.respond(response);
-            }
+fn router(flows: Flows) -> axum::Router {
+    axum::Router::new()
+        .route(
+            "/health",
+            get(|State(f): State<Flows>| async move { health_or_ready(&f, false).await }),
+        )
+        .route(
+            "/ready",
+            get(|State(f): State<Flows>| async move { health_or_ready(&f, true).await }),
+        )
+        .route(
+            "/status",
+            get(|State(f): State<Flows>| async move {
+                let flows: Vec<serde_json::Value> = f.iter().map(|f| f.to_json()).collect();
+                Json(serde_json::json!({ "flows": flows }))
+            }),
+        )
+        .route(
+            "/metrics",
+            get(|State(f): State<Flows>| async move {
+                (
+                    [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+                    crate::metrics::render(&f),
+                )
+            }),
+        )
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                Json(serde_json::json!({ "error": "not found; try /health, /ready, /status or /metrics" })),
+            )
         })
-        .map_err(|e| format!("cannot start the status thread: {e}"))?;
-    Ok(StatusServer {
-        server,
-        thread: Some(thread),
-        addr,
-    })
+        .with_state(flows)
+}
+
+/// Serves the endpoint on `listen` (`host:port`) for `flows`, on the current runtime.
+pub async fn serve(listen: &str, flows: Vec<Arc<FlowTelemetry>>) -> Result<StatusServer, String> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "the status endpoint is unauthenticated and listens beyond loopback; put it behind a proxy or bind it to 127.0.0.1");
+    }
+    let stop = CancellationToken::new();
+    let app = router(Arc::new(flows));
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let until = stop.clone();
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                _ = until.cancelled() => return,
+                accepted = listener.accept() => accepted,
+            };
+            let Ok((stream, _)) = accepted else { continue };
+            let Ok(permit) = connections.clone().try_acquire_owned() else {
+                drop(stream); // over the connection cap
+                continue;
+            };
+            let service = TowerToHyperService::new(app.clone());
+            let until = until.clone();
+            tokio::spawn(async move {
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .max_buf_size(MAX_HEAD_BYTES)
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(HEAD_TIMEOUT)
+                    .serve_connection(TokioIo::new(stream), service);
+                tokio::select! {
+                    _ = until.cancelled() => {}
+                    _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection) => {}
+                }
+                drop(permit);
+            });
+        }
+    });
+    Ok(StatusServer { addr, stop })
 }

@@ -317,3 +317,104 @@ fn new_scaffolds_plugins_that_build_and_pass_check() {
     assert!(stderr(&o).contains("unknown role `nope`"), "{}", stderr(&o));
     assert!(Path::new(&target).is_dir());
 }
+
+fn run_with_cache(cache: &Path, args: &[&str]) -> Output {
+    kmirror()
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_cache_entry_copied_over_another_plugins_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let (policy, prefix) = (
+        both_kinds("default_policy")[0].clone(),
+        both_kinds("prod_prefix")[0].clone(),
+    );
+    let eval = |plugin: &Path| {
+        run_with_cache(
+            &cache,
+            &[
+                "plugin",
+                "eval",
+                plugin.to_str().unwrap(),
+                "format-remote-topic",
+                "us-west",
+                "topic1",
+            ],
+        )
+    };
+    assert_eq!(stdout(&eval(&policy)).trim(), "\"us-west.topic1\"");
+    let entries = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+            .collect()
+    };
+    let policy_entry = entries().pop().unwrap();
+    eval(&prefix);
+    let prefix_entry = entries().into_iter().find(|p| *p != policy_entry).unwrap();
+    std::fs::copy(&prefix_entry, &policy_entry).unwrap();
+    let o = eval(&policy);
+    assert_eq!(
+        stdout(&o).trim(),
+        "\"us-west.topic1\"",
+        "not prod_prefix's answer; {}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn compiling_a_plugin_is_bounded_by_the_compile_timeout() {
+    let started = std::time::Instant::now();
+    let o = run(&[
+        "plugin",
+        "check",
+        both_kinds("regex_filter")[0].to_str().unwrap(),
+        "--compile-timeout",
+        "1ms",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("compiling took longer than 1ms"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}
+
+#[test]
+fn offsets_with_a_chatty_wasi_policy_fails_cleanly_instead_of_panicking() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("kmirror.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[clusters.primary]\nbootstrap_servers = \"127.0.0.1:1\"\n[clusters.backup]\nbootstrap_servers = \"127.0.0.1:1\"\n[plugins]\ndir = \"{}\"\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nreplication_policy = {{ plugin = \"wasip2/test_liar.wasm\", config = {{ lie = \"chatty\" }} }}\n",
+            plugins_dir().display()
+        ),
+    )
+    .unwrap();
+    let o = run(&[
+        "offsets",
+        "translate",
+        "--config",
+        config.to_str().unwrap(),
+        "--flow",
+        "primary->backup",
+        "--group",
+        "g",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "an error, not a panic: {}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+}

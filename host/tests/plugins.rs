@@ -276,8 +276,7 @@ fn the_compile_cache_is_reused_and_keyed_by_content() {
     assert_eq!(first.cache_outcome(), CacheOutcome::Compiled);
     let second = PluginComponent::load(&host, path).unwrap();
     assert_eq!(second.cache_outcome(), CacheOutcome::Hit);
-    let entries = std::fs::read_dir(dir.path().join("cache")).unwrap().count();
-    assert_eq!(entries, 1);
+    assert_eq!(cwasm_entries(&dir.path().join("cache")).len(), 1);
 
     // A different component is a different entry; a corrupted entry is recompiled.
     let other = &both_kinds("prod_prefix")[0];
@@ -285,8 +284,7 @@ fn the_compile_cache_is_reused_and_keyed_by_content() {
         PluginComponent::load(&host, other).unwrap().cache_outcome(),
         CacheOutcome::Compiled
     );
-    for entry in std::fs::read_dir(dir.path().join("cache")).unwrap() {
-        let p = entry.unwrap().path();
+    for p in cwasm_entries(&dir.path().join("cache")) {
         let mut bytes = std::fs::read(&p).unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 0xff;
@@ -314,4 +312,194 @@ fn every_test_component_is_built() {
         }
     }
     assert!(dir.is_dir());
+}
+
+/// Opens `path` and asks for every role with `config`, calling each role function once:
+/// every outcome must come back (not hang), and is returned as text.
+fn every_role_function(host: &PluginHost, path: &std::path::Path, config: &Config) -> Vec<String> {
+    let plugin = open(host, path);
+    let show = |r: Result<String, PluginError>| match r {
+        Ok(v) => v,
+        Err(e) => format!("error: {e}"),
+    };
+    let mut out = Vec::new();
+    match plugin.topic_filter(config) {
+        Ok(f) => {
+            out.push(show(f.should_replicate_topic("t").map(|b| b.to_string())));
+            out.push(show(
+                f.should_replicate_topics(&["t".into()])
+                    .map(|b| format!("{b:?}")),
+            ));
+        }
+        Err(e) => out.push(format!("error: {e}")),
+    }
+    match plugin.group_filter(config) {
+        Ok(f) => out.push(show(f.should_replicate_group("g").map(|b| b.to_string()))),
+        Err(e) => out.push(format!("error: {e}")),
+    }
+    match plugin.config_property_filter(config) {
+        Ok(f) => out.push(show(
+            f.should_replicate_config_property("x")
+                .map(|b| b.to_string()),
+        )),
+        Err(e) => out.push(format!("error: {e}")),
+    }
+    match plugin.replication_policy(config) {
+        Ok(p) => {
+            out.push(show(p.format_remote_topic("a", "t")));
+            out.push(show(p.topic_source("a.t").map(|s| format!("{s:?}"))));
+            out.push(show(p.upstream_topic("a.t").map(|s| format!("{s:?}"))));
+        }
+        Err(e) => out.push(format!("error: {e}")),
+    }
+    out
+}
+
+#[test]
+fn a_plugin_that_sleeps_is_stopped_in_configure_and_in_every_role_function() {
+    let host = host();
+    for path in both_kinds("test_sleeper") {
+        for mode in ["configure", "calls"] {
+            let config: Config = [("sleep", mode)].into_iter().collect();
+            let started = Instant::now();
+            let outcomes = every_role_function(&host, &path, &config);
+            // The guest asks to sleep 30 s per call; every call must end long before.
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "{mode}: {:?}",
+                started.elapsed()
+            );
+            assert!(
+                outcomes.iter().all(|o| o.starts_with("error:")),
+                "{}: sleep in {mode}: {outcomes:?}",
+                path.display()
+            );
+            if path.to_string_lossy().contains("wasip2") {
+                assert!(
+                    outcomes.iter().all(|o| o.contains("may not sleep")),
+                    "{mode}: {outcomes:?}"
+                );
+            }
+        }
+        // Without a sleep it works.
+        let fine = every_role_function(&host, &path, &Config::new());
+        assert!(fine.iter().all(|o| !o.starts_with("error:")), "{fine:?}");
+    }
+}
+
+#[test]
+fn oversized_and_miscounted_answers_are_refused() {
+    let host = host();
+    for path in both_kinds("test_liar") {
+        let huge: Config = [("lie", "huge")].into_iter().collect();
+        let p = policy(&host, &path, &huge);
+        let err = p.format_remote_topic("a", "bad").unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                PluginError::Output {
+                    function: "format-remote-topic",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("8388608 bytes"), "{err}");
+        assert_eq!(
+            p.format_remote_topic("a", "good").unwrap(),
+            "a.good",
+            "the instance keeps serving"
+        );
+        let err = p
+            .format_remote_topics("a", &["good".into(), "bad".into()])
+            .unwrap_err();
+        assert!(matches!(err, PluginError::Output { .. }), "{err}");
+
+        let count: Config = [("lie", "count")].into_iter().collect();
+        let f = open(&host, &path).topic_filter(&count).unwrap();
+        let err = f
+            .should_replicate_topics(&["a".into(), "b".into()])
+            .unwrap_err();
+        assert!(err.to_string().contains("3 answers for 2 names"), "{err}");
+    }
+}
+
+#[test]
+fn a_component_over_the_size_limit_is_not_compiled() {
+    let limits = Limits {
+        max_component_bytes: 1000,
+        ..Limits::default()
+    };
+    let host = PluginHost::new(limits, None).unwrap();
+    let err = Plugin::open(
+        &host,
+        &PluginSource::File(both_kinds("default_policy")[0].clone()),
+    )
+    .err()
+    .expect("refused");
+    assert!(err.to_string().contains("over the limit of 1000"), "{err}");
+}
+
+#[test]
+fn compiling_is_bounded_in_time() {
+    let limits = Limits {
+        compile_timeout: Duration::from_millis(1),
+        ..Limits::default()
+    };
+    let host = PluginHost::new(limits, None).unwrap();
+    let started = Instant::now();
+    let err = Plugin::open(
+        &host,
+        &PluginSource::File(both_kinds("regex_filter")[0].clone()),
+    )
+    .err()
+    .expect("too slow");
+    assert!(
+        err.to_string().contains("compiling took longer than 1ms"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the caller does not wait for the compiler"
+    );
+}
+
+fn cwasm_entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .collect()
+}
+
+#[test]
+fn another_plugins_entry_moved_under_a_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("cache");
+    let host = PluginHost::new(Limits::default(), Some(ComponentCache::new(&cache_dir))).unwrap();
+    let (policy_path, prefix_path) = (
+        &both_kinds("default_policy")[0],
+        &both_kinds("prod_prefix")[0],
+    );
+    PluginComponent::load(&host, policy_path).unwrap();
+    let policy_entry = cwasm_entries(&cache_dir).pop().unwrap();
+    PluginComponent::load(&host, prefix_path).unwrap();
+    let prefix_entry = cwasm_entries(&cache_dir)
+        .into_iter()
+        .find(|p| *p != policy_entry)
+        .unwrap();
+    // The attack: prod_prefix's compiled code under default_policy's key.
+    std::fs::copy(&prefix_entry, &policy_entry).unwrap();
+    let loaded = PluginComponent::load(&host, policy_path).unwrap();
+    assert_eq!(
+        loaded.cache_outcome(),
+        CacheOutcome::Compiled,
+        "the forged entry is refused"
+    );
+    let p = loaded.replication_policy(&Config::new()).unwrap();
+    assert_eq!(
+        p.format_remote_topic("us-west", "topic1").unwrap(),
+        "us-west.topic1",
+        "default_policy's own code runs"
+    );
 }

@@ -199,7 +199,13 @@ fn validate_with(args: &[&str], path: &Path) -> (Option<i32>, String) {
 }
 
 fn cached_entries(dir: &Path) -> usize {
-    std::fs::read_dir(dir).map_or(0, |d| d.count())
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+        })
+        .count()
+    })
 }
 
 #[test]
@@ -233,4 +239,77 @@ fn cache_flags_override_the_configured_cache() {
         1,
         "without flags: the configured cache"
     );
+}
+
+#[test]
+fn secrets_never_reach_the_output_even_misspelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = ["pw-Very-Secret-1", "typo-Very-Secret-2", "ks-Very-Secret-3"];
+    let clusters = |password_key: &str| {
+        format!(
+            "[clusters.primary]\nbootstrap_servers = \"127.0.0.1:1\"\n[clusters.primary.librdkafka]\n\"security.protocol\" = \"SASL_PLAINTEXT\"\n\"sasl.mechanism\" = \"PLAIN\"\n\"sasl.username\" = \"mirror\"\n\"{password_key}\" = \"${{KMIRROR_TEST_PW}}\"\n\"ssl.key.password\" = \"{}\"\n\n[clusters.backup]\nbootstrap_servers = \"127.0.0.1:2\"\n[clusters.backup.librdkafka]\n\"sasl.passwrod\" = \"{}\"\n\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\n",
+            secrets[2], secrets[1]
+        )
+    };
+    let path = write(dir.path(), &clusters("sasl.password"));
+    let o = kmirror()
+        .env("KMIRROR_TEST_PW", secrets[0])
+        .args(["validate", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("clusters.backup.librdkafka.\"sasl.passwrod\": librdkafka refuses it: No such configuration property"),
+        "{all}"
+    );
+    for s in secrets {
+        assert!(!all.contains(s), "{s} leaked:\n{all}");
+    }
+
+    // A valid configuration with secrets: run, with debug logs, never prints them.
+    let text = clusters("sasl.password").replace(
+        "[clusters.backup.librdkafka]\n\"sasl.passwrod\"",
+        "[clusters.backup.librdkafka]\n\"sasl.password\"",
+    );
+    let path = write(dir.path(), &text);
+    let log = dir.path().join("run.log");
+    let mut child = kmirror()
+        .env("KMIRROR_TEST_PW", secrets[0])
+        .env("KMIRROR_LOG", "debug")
+        .args(["run", "--config"])
+        .arg(&path)
+        .stdout(std::fs::File::create(dir.path().join("run.out")).unwrap())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("flow error")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kmirror did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    let all = std::fs::read_to_string(&log).unwrap()
+        + &std::fs::read_to_string(dir.path().join("run.out")).unwrap();
+    assert!(
+        all.contains("configured flow") && all.contains("***"),
+        "{all}"
+    );
+    for s in secrets {
+        assert!(!all.contains(s), "{s} leaked:\n{all}");
+    }
 }

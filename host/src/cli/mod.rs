@@ -48,6 +48,9 @@ pub enum Command {
     /// Translate consumer-group offsets and fail groups over to the target.
     #[command(subcommand)]
     Offsets(offsets::OffsetsCommand),
+    /// Internal: compiles the component on stdin to stdout (kmirror's compiler process).
+    #[command(name = "__compile-plugin", hide = true)]
+    CompilePlugin,
 }
 
 /// Runs the parsed command line.
@@ -62,5 +65,6 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Run { config } => daemon::run(&config, &cache),
         Command::Validate { config } => daemon::validate(&config, &cache),
         Command::Offsets(cmd) => offsets::run(cmd, &cache),
+        Command::CompilePlugin => crate::plugin::compile::compile_stdin_to_stdout(),
     }
 }

@@ -65,6 +65,9 @@ pub struct CallOpts {
     /// Memory cap per plugin instance, in MiB.
     #[arg(long, value_name = "MIB")]
     memory_limit_mib: Option<usize>,
+    /// The longest compiling the component may take, e.g. 30s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    compile_timeout: Option<Duration>,
 }
 
 fn parse_pair(s: &str) -> Result<(String, String), String> {
@@ -95,6 +98,7 @@ fn open(
         memory_bytes: opts
             .memory_limit_mib
             .map_or(defaults.memory_bytes, |m| m << 20),
+        compile_timeout: opts.compile_timeout.unwrap_or(defaults.compile_timeout),
         ..defaults
     };
     let host = PluginHost::new(limits, cache).map_err(|e| e.to_string())?;

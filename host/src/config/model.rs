@@ -50,6 +50,12 @@ pub struct PluginsConfig {
     /// Per-call deadline.
     #[serde(default = "default_call_timeout", with = "humantime_serde")]
     pub call_timeout: Duration,
+    /// The largest component file loaded, in MiB.
+    #[serde(default = "default_max_component_size_mib")]
+    pub max_component_size_mib: usize,
+    /// The longest compiling one component may take.
+    #[serde(default = "default_compile_timeout", with = "humantime_serde")]
+    pub compile_timeout: Duration,
 }
 
 impl Default for PluginsConfig {
@@ -59,6 +65,8 @@ impl Default for PluginsConfig {
             cache_dir: None,
             memory_limit_mib: default_memory_limit_mib(),
             call_timeout: default_call_timeout(),
+            max_component_size_mib: default_max_component_size_mib(),
+            compile_timeout: default_compile_timeout(),
         }
     }
 }
@@ -236,4 +244,10 @@ fn default_shutdown_timeout() -> Duration {
 }
 fn default_unreachable_after() -> Duration {
     Duration::from_secs(30)
+}
+fn default_max_component_size_mib() -> usize {
+    32
+}
+fn default_compile_timeout() -> Duration {
+    Duration::from_secs(60)
 }

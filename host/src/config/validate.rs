@@ -183,13 +183,15 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
 }
 
 /// librdkafka properties kmirror sets itself, because its guarantees depend on them.
-const RESERVED: [&str; 6] = [
+const RESERVED: [&str; 8] = [
     "group.id",
     "enable.auto.commit",
     "enable.auto.offset.store",
     "enable.idempotence",
     "acks",
     "isolation.level",
+    "message.timeout.ms",
+    "delivery.timeout.ms",
 ];
 
 /// The largest memory cap a plugin instance may be given, in MiB (wasm32's address space).
@@ -279,11 +281,31 @@ impl Validator<'_> {
             );
             ok = false;
         }
+        if plugins.max_component_size_mib == 0 || plugins.max_component_size_mib > 1024 {
+            let at = self.key_span(self.table_start("[plugins]"), "max_component_size_mib");
+            self.error(
+                at,
+                "plugins.max_component_size_mib",
+                "must be between 1 and 1024",
+            );
+            ok = false;
+        }
+        if plugins.compile_timeout.is_zero() {
+            let at = self.key_span(self.table_start("[plugins]"), "compile_timeout");
+            self.error(
+                at,
+                "plugins.compile_timeout",
+                "must be longer than 0 (e.g. \"60s\")",
+            );
+            ok = false;
+        }
         // Invalid limits are reported; the rest is still checked, with the defaults.
         let limits = if ok {
             Limits {
                 memory_bytes: plugins.memory_limit_mib << 20,
                 call_deadline: plugins.call_timeout,
+                max_component_bytes: plugins.max_component_size_mib << 20,
+                compile_timeout: plugins.compile_timeout,
                 ..Limits::default()
             }
         } else {
@@ -378,6 +400,18 @@ impl Validator<'_> {
                 k.clone(),
                 self.substitute(value.get_ref(), value.span(), &prop_key),
             );
+        }
+        // librdkafka itself checks every property, offline: an unknown (misspelled) or
+        // invalid one is reported by its key, never with its value.
+        for (k, message) in crate::kafka::secrets::check_offline(&librdkafka) {
+            if let Some(value) = c_ref.librdkafka.get(&k) {
+                let prop_key = format!("{key}.librdkafka.\"{k}\"");
+                self.error(
+                    value.span(),
+                    &prop_key,
+                    &format!("librdkafka refuses it: {message}"),
+                );
+            }
         }
         ClusterSettings {
             alias: alias.to_string(),

@@ -3,9 +3,11 @@
 //! call runs on tokio's blocking pool; this facade owns that, and the copying of names it
 //! needs. Hot paths make one call per batch of names, not one per name.
 
-use crate::kafka::TopicConfigEntry;
+use crate::kafka::{TopicConfigEntry, invalid_topic_name};
 use crate::policy::{FlowRoles, PluginError};
+use std::collections::BTreeSet;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 /// The names of a flow's internal topics, as its replication policy gives them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,23 +20,26 @@ pub struct InternalTopics {
     pub checkpoints: String,
 }
 
-/// The aliases of a flow's clusters, as plugin calls need them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Aliases {
+/// What plugin calls need to know of their flow.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FlowNames {
     /// The source cluster's alias.
     pub source: String,
     /// The target cluster's alias.
     pub target: String,
+    /// The flow's internal topics on the target, which no mirrored topic may be named.
+    pub reserved: BTreeSet<String>,
 }
 
 /// A batch rule over the roles: one call for a whole list of names.
-pub type BatchRule<T> = fn(&FlowRoles, &Aliases, &[String]) -> Result<T, PluginError>;
+pub type BatchRule<T> = fn(&FlowRoles, &FlowNames, &[String]) -> Result<T, PluginError>;
 
 /// A flow's plugin roles, called asynchronously.
 #[derive(Clone)]
 pub struct FlowPlugins {
     roles: FlowRoles,
-    aliases: Arc<Aliases>,
+    names: Arc<FlowNames>,
+    stop: CancellationToken,
 }
 
 impl FlowPlugins {
@@ -42,39 +47,82 @@ impl FlowPlugins {
     pub fn new(roles: FlowRoles, source_alias: &str, target_alias: &str) -> Self {
         FlowPlugins {
             roles,
-            aliases: Arc::new(Aliases {
+            names: Arc::new(FlowNames {
                 source: source_alias.to_string(),
                 target: target_alias.to_string(),
+                reserved: BTreeSet::new(),
             }),
+            stop: CancellationToken::new(),
         }
+    }
+
+    /// The same roles, with calls abandoned when `stop` is cancelled (a call that blocks
+    /// until its deadline does not hold up a shutdown).
+    pub fn until(mut self, stop: CancellationToken) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// The same roles, refusing to name a mirrored topic as one of `internal`.
+    pub fn reserving(mut self, internal: &InternalTopics) -> Self {
+        let mut names = (*self.names).clone();
+        names.reserved = [
+            &internal.offset_syncs,
+            &internal.heartbeats,
+            &internal.checkpoints,
+        ]
+        .into_iter()
+        .cloned()
+        .collect();
+        self.names = Arc::new(names);
+        self
     }
 
     /// Runs `f` on the blocking pool.
     async fn blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&FlowRoles, &Aliases) -> Result<T, PluginError> + Send + 'static,
+        f: impl FnOnce(&FlowRoles, &FlowNames) -> Result<T, PluginError> + Send + 'static,
     ) -> Result<T, PluginError> {
         let this = self.clone();
-        tokio::task::spawn_blocking(move || f(&this.roles, &this.aliases))
-            .await
-            .unwrap_or_else(|e| {
+        let call = tokio::task::spawn_blocking(move || f(&this.roles, &this.names));
+        tokio::select! {
+            _ = self.stop.cancelled() => Err(PluginError::Cancelled {
+                plugin: "(flow)".into(),
+                function: "plugin call",
+            }),
+            done = call => done.unwrap_or_else(|e| {
                 Err(PluginError::Call {
                     plugin: "(host)".into(),
                     function: "spawn_blocking",
                     message: e.to_string(),
                 })
-            })
+            }),
+        }
     }
 
-    /// The internal topic names.
+    /// The internal topic names, each checked to be a valid topic name.
     pub async fn internal_topics(&self) -> Result<InternalTopics, PluginError> {
         self.blocking(|r, a| {
             let p = &r.replication_policy;
-            Ok(InternalTopics {
+            let topics = InternalTopics {
                 offset_syncs: p.offset_syncs_topic(&a.target)?,
                 heartbeats: p.heartbeats_topic()?,
                 checkpoints: p.checkpoints_topic(&a.source)?,
-            })
+            };
+            for (function, name) in [
+                ("offset-syncs-topic", &topics.offset_syncs),
+                ("heartbeats-topic", &topics.heartbeats),
+                ("checkpoints-topic", &topics.checkpoints),
+            ] {
+                if let Some(why) = invalid_topic_name(name) {
+                    return Err(PluginError::Output {
+                        plugin: "replication policy".into(),
+                        function,
+                        message: format!("`{name}`: {why}"),
+                    });
+                }
+            }
+            Ok(topics)
         })
         .await
     }

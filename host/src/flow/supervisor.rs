@@ -16,6 +16,7 @@ use super::{
 use crate::config::{ResolvedFlow, SyncsLocation};
 use crate::kafka::Cluster;
 use crate::kafka::internal::InternalWriter;
+use crate::policy::PluginError;
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -38,14 +39,18 @@ pub async fn run(
         SyncsLocation::Source => source.clone(),
         SyncsLocation::Target => target.clone(),
     };
-    let plugins = FlowPlugins::new(flow.roles.clone(), src, dst);
-    let topics = plugins
-        .internal_topics()
-        .await
-        .map_err(|source| FlowError::Plugin {
-            flow: name.clone(),
-            source,
-        })?;
+    let plugins = FlowPlugins::new(flow.roles.clone(), src, dst).until(shutdown.clone());
+    let topics = match plugins.internal_topics().await {
+        Ok(t) => t,
+        Err(PluginError::Cancelled { .. }) => return Ok(()),
+        Err(source) => {
+            return Err(FlowError::Plugin {
+                flow: name.clone(),
+                source,
+            });
+        }
+    };
+    let plugins = plugins.reserving(&topics);
     let rf = flow.settings.replication_factor;
     tracing::info!(flow = %name, offset_syncs = %topics.offset_syncs, heartbeats = %topics.heartbeats, "starting flow");
     let created = retry(
@@ -137,6 +142,7 @@ pub async fn run(
         replication_factor: rf,
         sync_topic_configs: flow.settings.sync_topic_configs,
         telemetry: telemetry.clone(),
+        policy_name: flow.slots.replication_policy.to_string(),
     };
     tasks.spawn(
         "discovery",

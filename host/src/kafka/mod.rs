@@ -6,11 +6,13 @@
 //! - [`clients`]: producers and consumers with kmirror's guarantees;
 //! - [`admin`]: topics, partitions, configs, consumer groups and their offsets;
 //! - [`internal`]: writing to and reading back the single-partition internal topics
-//!   (offset syncs, checkpoints, heartbeats).
+//!   (offset syncs, checkpoints, heartbeats);
+//! - [`secrets`]: properties shown by an allow-list, error text scrubbed, offline checks.
 
 pub mod admin;
 pub mod clients;
 pub mod internal;
+pub mod secrets;
 
 pub use admin::{Committed, GroupInfo, TopicConfigEntry, TopicSpec};
 
@@ -45,6 +47,32 @@ impl KafkaError {
 /// How long metadata and admin requests may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why `name` is not a valid Kafka topic name, or `None` if it is: 1 to 249 characters of
+/// `a-z A-Z 0-9 . _ -`, and neither `.` nor `..`.
+pub fn invalid_topic_name(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("a topic name cannot be empty".into());
+    }
+    if name.len() > 249 {
+        return Some(format!(
+            "{} characters, over Kafka's limit of 249",
+            name.len()
+        ));
+    }
+    if name == "." || name == ".." {
+        return Some("`.` and `..` are not topic names".into());
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Some(format!(
+            "{c:?} is not allowed in a topic name (only a-z, A-Z, 0-9, `.`, `_` and `-`)"
+        ));
+    }
+    None
+}
+
 /// Topic name -> partition count.
 pub type TopicPartitions = BTreeMap<String, i32>;
 
@@ -60,32 +88,14 @@ pub struct ClusterSettings {
 }
 
 impl fmt::Debug for ClusterSettings {
-    /// Secrets (passwords, keys, tokens, JAAS configs) are never printed.
+    /// Only properties known not to be secret are shown; every other value is `***`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let props: BTreeMap<&str, &str> = self
-            .librdkafka
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str(),
-                    if is_secret_key(k) { "***" } else { v.as_str() },
-                )
-            })
-            .collect();
         f.debug_struct("Cluster")
             .field("alias", &self.alias)
             .field("bootstrap_servers", &self.bootstrap_servers)
-            .field("librdkafka", &props)
+            .field("librdkafka", &secrets::shown(&self.librdkafka))
             .finish()
     }
-}
-
-/// Whether a librdkafka property holds a secret.
-pub fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    ["password", "secret", "jaas", "token", ".key.pem", "ssl.key"]
-        .iter()
-        .any(|s| k.contains(s))
 }
 
 /// One cluster's clients.
@@ -95,6 +105,8 @@ pub struct Cluster {
     pub alias: String,
     config: ClientConfig,
     admin: Arc<AdminClient<DefaultClientContext>>,
+    /// Values never to appear in a message.
+    hidden: Arc<Vec<String>>,
 }
 
 impl Cluster {
@@ -106,23 +118,26 @@ impl Cluster {
         for (k, v) in &cluster.librdkafka {
             config.set(k, v);
         }
+        let hidden = Arc::new(secrets::hidden_values(&cluster.librdkafka));
         let admin = config.create().map_err(|e| KafkaError {
             cluster: cluster.alias.clone(),
             operation: "create admin client".into(),
-            message: e.to_string(),
+            message: secrets::scrub(&e.to_string(), &hidden),
         })?;
         Ok(Cluster {
             alias: cluster.alias.clone(),
             config,
             admin: Arc::new(admin),
+            hidden,
         })
     }
 
+    /// An error of `operation`, its librdkafka text scrubbed of this cluster's secrets.
     pub(crate) fn error(&self, operation: impl Into<String>, message: impl ToString) -> KafkaError {
         KafkaError {
             cluster: self.alias.clone(),
             operation: operation.into(),
-            message: message.to_string(),
+            message: secrets::scrub(&message.to_string(), &self.hidden),
         }
     }
 
@@ -163,6 +178,20 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect::<BTreeMap<_, _>>(),
         })
+    }
+
+    #[test]
+    fn topic_names_follow_kafkas_rules() {
+        assert_eq!(invalid_topic_name("prod-primary.orders_2"), None);
+        assert_eq!(invalid_topic_name(&"a".repeat(249)), None);
+        for bad in ["", ".", "..", "a/b", "a b", "ordres\u{e9}"] {
+            assert!(invalid_topic_name(bad).is_some(), "{bad:?}");
+        }
+        assert!(
+            invalid_topic_name(&"a".repeat(250))
+                .unwrap()
+                .contains("249")
+        );
     }
 
     #[test]

@@ -1,17 +1,23 @@
-//! Compiled components on disk, so a restart does not recompile.
+//! Compiled components on disk, so a restart does not recompile — without ever running
+//! native code that this host did not compile for exactly this plugin.
 //!
-//! An entry is keyed by the SHA-256 of the component's bytes and of the engine's
-//! compatibility hash (wasmtime version, compiler settings, CPU features), so a changed
-//! plugin or engine never reuses a stale artefact. Entries are only ever read from a
-//! directory this host created and wrote, and each carries the SHA-256 of its own bytes,
-//! checked before the artefact is handed to wasmtime.
+//! An entry is keyed by the SHA-256 of the engine's compatibility hash (wasmtime version,
+//! compiler settings, CPU features) and of the component's bytes, so a changed plugin or
+//! engine never reuses a stale artefact. Each entry is authenticated: it carries an
+//! HMAC-SHA256, under a secret only this cache's owner can read (`.key`, mode 0600), of its
+//! key and its artefact. An entry copied under another plugin's key, edited, or written by
+//! anyone without the secret fails the check and is compiled again — it never reaches
+//! `Component::deserialize`, which trusts its input. The directory is used only when it is
+//! owned by the running user and not writable by group or others (otherwise kmirror warns
+//! and compiles without a cache); entries are written to exclusively created temporary
+//! files in it and renamed into place.
 
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
-use wasmtime::component::Component;
 
 /// Whether a load was served from the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,8 +77,51 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The secret's file in the cache directory.
+const KEY_FILE: &str = ".key";
+/// The MAC's length at the start of an entry.
+const MAC_LEN: usize = 32;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Why the cache directory is not used.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheRefused {
+    /// It is not owned by the running user.
+    #[error("{dir} is owned by uid {owner}, not by this user (uid {me})")]
+    NotOwned {
+        /// The directory.
+        dir: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The running user.
+        me: u32,
+    },
+    /// Others may write into it.
+    #[error(
+        "{dir} is writable by group or others (mode {mode:o}); use a private directory (chmod 700)"
+    )]
+    Writable {
+        /// The directory.
+        dir: PathBuf,
+        /// Its mode.
+        mode: u32,
+    },
+    /// Its secret is readable or writable by others, or not a plain file.
+    #[error("{path} is not a private file (mode {mode:o}); it is ignored")]
+    OpenKey {
+        /// The file.
+        path: PathBuf,
+        /// Its mode.
+        mode: u32,
+    },
+    /// An I/O error.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
 impl ComponentCache {
-    /// A cache in `dir` (created on first write).
+    /// A cache in `dir` (created, private, on first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         ComponentCache { dir: dir.into() }
     }
@@ -96,7 +145,8 @@ impl ComponentCache {
         &self.dir
     }
 
-    fn key(engine: &Engine, component: &[u8]) -> String {
+    /// The key of `component`'s entry for `engine`.
+    pub fn key(engine: &Engine, component: &[u8]) -> String {
         let mut hasher = ShaHasher(Sha256::new());
         engine.precompile_compatibility_hash().hash(&mut hasher);
         hasher.0.update(b"\0component\0");
@@ -104,55 +154,98 @@ impl ComponentCache {
         hex(&hasher.0.finalize())
     }
 
-    fn entry_path(&self, key: &str) -> PathBuf {
+    /// The file of the entry with `key`.
+    pub fn entry_path(&self, key: &str) -> PathBuf {
         self.dir.join(format!("{key}.cwasm"))
     }
 
-    /// The compiled form of `bytes`: from the cache if a valid entry exists, else compiled
-    /// and stored. A corrupt entry is replaced; a cache that cannot be written is skipped
-    /// (the component still loads).
-    pub(crate) fn load_or_compile(
-        &self,
-        engine: &Engine,
-        bytes: &[u8],
-    ) -> wasmtime::Result<(Component, CacheOutcome)> {
-        let key = Self::key(engine, bytes);
-        let path = self.entry_path(&key);
-        if let Some(artefact) = read_entry(&path) {
-            // SAFETY: the artefact was produced by `Engine::precompile_component` of an
-            // engine with the same compatibility hash (it is part of the key), written by
-            // this host into its own cache directory, and its checksum matched.
-            if let Ok(component) = unsafe { Component::deserialize(engine, &artefact) } {
-                return Ok((component, CacheOutcome::Hit));
-            }
+    /// The cache's secret, creating the private directory and the secret when missing.
+    fn secret(&self, create: bool) -> Result<Option<Vec<u8>>, CacheRefused> {
+        if create {
+            create_private_dir(&self.dir)?;
+        } else if !self.dir.is_dir() {
+            return Ok(None);
         }
-        let artefact = engine.precompile_component(bytes)?;
-        if let Err(e) = self.write_entry(&path, &artefact) {
-            tracing::warn!(cache = %self.dir.display(), error = %e, "cannot write the plugin compile cache");
+        check_private_dir(&self.dir)?;
+        let path = self.dir.join(KEY_FILE);
+        match read_private_file(&path) {
+            Ok(secret) if secret.len() == 32 => return Ok(Some(secret)),
+            Ok(_) => return Err(CacheRefused::OpenKey { path, mode: 0 }),
+            Err(CacheRefused::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
-        // SAFETY: produced just now by this engine's `precompile_component`.
-        let component = unsafe { Component::deserialize(engine, &artefact)? };
-        Ok((component, CacheOutcome::Compiled))
+        if !create {
+            return Ok(None);
+        }
+        let mut secret = vec![0u8; 32];
+        getrandom::fill(&mut secret)
+            .map_err(|e| CacheRefused::Io(std::io::Error::other(e.to_string())))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
+        tmp.write_all(&secret)?;
+        tmp.as_file().sync_all()?;
+        // Another process may have created it meanwhile: the first one wins.
+        match tmp.persist_noclobber(&path) {
+            Ok(_) => Ok(Some(secret)),
+            Err(_) => Ok(Some(read_private_file(&path)?)),
+        }
     }
 
-    fn write_entry(&self, path: &Path, artefact: &[u8]) -> std::io::Result<()> {
-        create_private_dir(&self.dir)?;
-        let mut tmp = tempfile_in(&self.dir)?;
-        tmp.1.write_all(&Sha256::digest(artefact))?;
-        tmp.1.write_all(artefact)?;
-        tmp.1.sync_all()?;
-        std::fs::rename(&tmp.0, path)
+    fn mac(secret: &[u8], key: &str, artefact: &[u8]) -> HmacSha256 {
+        let mut mac = HmacSha256::new_from_slice(secret)
+            .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));
+        mac.update(key.as_bytes());
+        mac.update(b"\0");
+        mac.update(artefact);
+        mac
+    }
+
+    /// The artefact stored under `key`, if an authentic one exists.
+    pub(crate) fn read(&self, key: &str) -> Option<Vec<u8>> {
+        let secret = match self.secret(false) {
+            Ok(Some(s)) => s,
+            Ok(None) => return None,
+            Err(e) => {
+                warn_refused(&self.dir, &e);
+                return None;
+            }
+        };
+        let mut data = std::fs::read(self.entry_path(key)).ok()?;
+        if data.len() < MAC_LEN {
+            return None;
+        }
+        let artefact = data.split_off(MAC_LEN);
+        match Self::mac(&secret, key, &artefact).verify_slice(&data) {
+            Ok(()) => Some(artefact),
+            Err(_) => {
+                tracing::warn!(cache = %self.dir.display(), entry = %key, "a compiled plugin in the cache failed its authentication; compiling instead");
+                None
+            }
+        }
+    }
+
+    /// Stores `artefact` under `key` (best effort: a cache that cannot be written is skipped).
+    pub(crate) fn write(&self, key: &str, artefact: &[u8]) {
+        if let Err(e) = self.try_write(key, artefact) {
+            warn_refused(&self.dir, &e);
+        }
+    }
+
+    fn try_write(&self, key: &str, artefact: &[u8]) -> Result<(), CacheRefused> {
+        let Some(secret) = self.secret(true)? else {
+            return Ok(());
+        };
+        let mac = Self::mac(&secret, key, artefact).finalize().into_bytes();
+        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
+        tmp.write_all(&mac)?;
+        tmp.write_all(artefact)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(self.entry_path(key)).map_err(|e| e.error)?;
+        Ok(())
     }
 }
 
-/// The artefact of an entry whose checksum matches, else `None`.
-fn read_entry(path: &Path) -> Option<Vec<u8>> {
-    let mut data = std::fs::read(path).ok()?;
-    if data.len() < 32 {
-        return None;
-    }
-    let artefact = data.split_off(32);
-    (Sha256::digest(&artefact).as_slice() == data.as_slice()).then_some(artefact)
+fn warn_refused(dir: &Path, e: &CacheRefused) {
+    tracing::warn!(cache = %dir.display(), error = %e, "not using the plugin compile cache; compiling instead");
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
@@ -163,14 +256,50 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     builder.create(dir)
 }
 
-fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
-    let path = dir.join(format!(
-        ".tmp-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let file = std::fs::File::create(&path)?;
-    Ok((path, file))
+#[cfg(unix)]
+fn check_private_dir(dir: &Path) -> Result<(), CacheRefused> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir)?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(CacheRefused::NotOwned {
+            dir: dir.to_path_buf(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    if meta.mode() & 0o022 != 0 || !meta.is_dir() {
+        return Err(CacheRefused::Writable {
+            dir: dir.to_path_buf(),
+            mode: meta.mode() & 0o7777,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_private_dir(_dir: &Path) -> Result<(), CacheRefused> {
+    Ok(())
+}
+
+/// Reads a file that must be a plain file readable and writable by its owner only.
+fn read_private_file(path: &Path) -> Result<Vec<u8>, CacheRefused> {
+    let meta = std::fs::symlink_metadata(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if !meta.is_file() || meta.mode() & 0o077 != 0 {
+            return Err(CacheRefused::OpenKey {
+                path: path.to_path_buf(),
+                mode: meta.mode() & 0o7777,
+            });
+        }
+    }
+    let mut data = Vec::new();
+    std::fs::File::open(path)?.read_to_end(&mut data)?;
+    let _ = meta;
+    Ok(data)
 }
 
 #[cfg(test)]
@@ -178,17 +307,50 @@ mod tests {
     use super::*;
 
     #[test]
-    fn corrupt_entries_are_refused() {
+    fn entries_are_authenticated_and_bound_to_their_key() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.cwasm");
-        std::fs::write(&path, b"short").unwrap();
-        assert!(read_entry(&path).is_none());
-        let mut data = Sha256::digest(b"artefact").to_vec();
-        data.extend_from_slice(b"artefact");
-        std::fs::write(&path, &data).unwrap();
-        assert_eq!(read_entry(&path).as_deref(), Some(&b"artefact"[..]));
-        data.push(0);
-        std::fs::write(&path, &data).unwrap();
-        assert!(read_entry(&path).is_none());
+        let cache = ComponentCache::new(dir.path().join("c"));
+        assert!(cache.read("a").is_none(), "nothing yet");
+        cache.write("a", b"artefact of a");
+        cache.write("b", b"artefact of b");
+        assert_eq!(cache.read("a").as_deref(), Some(&b"artefact of a"[..]));
+        // b's entry moved under a's key: refused.
+        std::fs::copy(cache.entry_path("b"), cache.entry_path("a")).unwrap();
+        assert!(cache.read("a").is_none());
+        // Tampered bytes: refused.
+        let mut data = std::fs::read(cache.entry_path("b")).unwrap();
+        let last = data.len() - 1;
+        data[last] ^= 1;
+        std::fs::write(cache.entry_path("b"), &data).unwrap();
+        assert!(cache.read("b").is_none());
+        // Short entries: refused.
+        std::fs::write(cache.entry_path("c"), b"short").unwrap();
+        assert!(cache.read("c").is_none());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_open_directory_or_secret_is_not_used() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c");
+        let cache = ComponentCache::new(&path);
+        cache.write("a", b"x");
+        assert!(cache.read("a").is_some());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(
+            cache.secret(false),
+            Err(CacheRefused::Writable { .. })
+        ));
+        assert!(
+            cache.read("a").is_none(),
+            "a group/other-writable directory is refused"
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let key = path.join(KEY_FILE);
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(cache.read("a").is_none(), "a readable secret is refused");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
     }
 }

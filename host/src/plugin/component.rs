@@ -3,7 +3,8 @@
 
 use super::PluginHost;
 use super::bindings::{config_property_filter, group_filter, replication_policy, topic_filter};
-use super::cache::CacheOutcome;
+use super::cache::{CacheOutcome, ComponentCache};
+use super::compile::precompile;
 use super::engine::HostState;
 use super::instance::{RoleGuest, RoleInstance};
 use crate::policy::{
@@ -64,13 +65,51 @@ fn not_a_component_hint(bytes: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// The compiled form of `bytes`: from the cache if an authentic entry exists, else
+/// compiled within the host's bounds (and stored).
+fn compiled(host: &PluginHost, bytes: &[u8]) -> Result<(Component, CacheOutcome), String> {
+    let engine = host.engine();
+    let key = host.cache().map(|_| ComponentCache::key(engine, bytes));
+    if let (Some(cache), Some(key)) = (host.cache(), &key) {
+        if let Some(artefact) = cache.read(key) {
+            // SAFETY: the artefact's HMAC, under a secret only this user can read, binds it
+            // to `key` — the SHA-256 of this engine's compatibility hash and of these exact
+            // component bytes — so it is what this host's compiler produced for them.
+            if let Ok(component) = unsafe { Component::deserialize(engine, &artefact) } {
+                return Ok((component, CacheOutcome::Hit));
+            }
+        }
+    }
+    let artefact = precompile(engine, bytes, host.limits().compile_timeout)?;
+    if let (Some(cache), Some(key)) = (host.cache(), &key) {
+        cache.write(key, &artefact);
+    }
+    // SAFETY: produced just now by this engine's compiler (or a child process building the
+    // same engine, checked by `detect_precompiled` and by deserialize's own compatibility
+    // check).
+    let component =
+        unsafe { Component::deserialize(engine, &artefact) }.map_err(|e| format!("{e:#}"))?;
+    Ok((component, CacheOutcome::Compiled))
+}
+
 impl PluginComponent {
     /// Loads the component at `path`.
     pub fn load(host: &PluginHost, path: &Path) -> Result<Self, PluginError> {
-        let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
+        let read = |source| PluginError::Read {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        let max = host.limits().max_component_bytes;
+        let size = std::fs::metadata(path).map_err(read)?.len();
+        if size > max as u64 {
+            return Err(PluginError::Compile {
+                path: path.to_path_buf(),
+                message: format!(
+                    "the component is {size} bytes, over the limit of {max} (plugins.max_component_size_mib)"
+                ),
+            });
+        }
+        let bytes = std::fs::read(path).map_err(read)?;
         Self::from_bytes(host, path, &bytes)
     }
 
@@ -83,11 +122,14 @@ impl PluginComponent {
         if let Some(hint) = not_a_component_hint(bytes) {
             return Err(compile_error(hint.to_string()));
         }
-        let (component, cache_outcome) = match host.cache() {
-            Some(cache) => cache.load_or_compile(host.engine(), bytes),
-            None => Component::new(host.engine(), bytes).map(|c| (c, CacheOutcome::Compiled)),
+        let max = host.limits().max_component_bytes;
+        if bytes.len() > max {
+            return Err(compile_error(format!(
+                "the component is {} bytes, over the limit of {max} (plugins.max_component_size_mib)",
+                bytes.len()
+            )));
         }
-        .map_err(|e| compile_error(format!("{e:#}")))?;
+        let (component, cache_outcome) = compiled(host, bytes).map_err(compile_error)?;
 
         let ty = component.component_type();
         let (roles, others) = detect_roles(ty.exports(host.engine()).map(|(name, _)| name));

@@ -17,15 +17,20 @@ use wasmtime_wasi::{
 /// How often the epoch advances; call deadlines are rounded up to this.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 
-/// Per-instance resource limits.
+/// Resource limits: per instance, per call, and per component loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Linear memory cap per instance, in bytes.
+    /// Memory cap per instance, in bytes, over all of its linear memories together.
     pub memory_bytes: usize,
-    /// The longest one call (including `configure`) may run before it is interrupted.
+    /// The longest one call (including instantiation and `configure`) may run before it is
+    /// interrupted.
     pub call_deadline: Duration,
     /// Cap on table elements per table.
     pub table_elements: usize,
+    /// The largest component file loaded, in bytes.
+    pub max_component_bytes: usize,
+    /// The longest compiling one component may take.
+    pub compile_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -34,6 +39,8 @@ impl Default for Limits {
             memory_bytes: 64 << 20,
             call_deadline: Duration::from_secs(1),
             table_elements: 100_000,
+            max_component_bytes: 32 << 20,
+            compile_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -54,25 +61,36 @@ pub(crate) struct MemoryLimitExceeded {
     pub desired: usize,
 }
 
-/// Enforces [`Limits`] on one store.
+/// Enforces [`Limits`] on one store: the memory cap counts every linear memory of the
+/// instance together.
 pub(crate) struct Limiter {
     limits: Limits,
+    /// Bytes of linear memory the instance holds, over all its memories.
+    used: usize,
+}
+
+impl Limiter {
+    fn new(limits: Limits) -> Self {
+        Limiter { limits, used: 0 }
+    }
 }
 
 impl ResourceLimiter for Limiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.limits.memory_bytes {
+        let total = (self.used - current.min(self.used)).saturating_add(desired);
+        if total > self.limits.memory_bytes {
             return Err(MemoryLimitExceeded {
                 limit: self.limits.memory_bytes,
-                desired,
+                desired: total,
             }
             .into());
         }
+        self.used = total;
         Ok(true)
     }
 
@@ -109,7 +127,7 @@ pub(crate) struct HostState {
 impl HostState {
     pub fn new(limits: Limits) -> Self {
         HostState {
-            limiter: Limiter { limits },
+            limiter: Limiter::new(limits),
             wasi: deny_all_wasi(),
             table: ResourceTable::new(),
         }
@@ -166,6 +184,51 @@ fn deny_all_wasi() -> WasiCtx {
         .build()
 }
 
+/// The engine every plugin runs on (also built by the compiler process: the same settings
+/// give the same compatibility hash).
+pub(crate) fn new_engine() -> wasmtime::Result<Engine> {
+    let mut config = wasmtime::Config::new();
+    config.wasm_component_model(true);
+    config.epoch_interruption(true);
+    // Component-model concurrency doubles the cost of every call and no role needs it.
+    config.concurrency_support(false);
+    config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+    Engine::new(&config)
+}
+
+/// The WASI monotonic-clock interface the linker provides.
+const MONOTONIC_CLOCK: &str = "wasi:clocks/monotonic-clock@0.2.12";
+
+/// Why a guest's wait was refused.
+#[derive(Debug, thiserror::Error)]
+#[error("plugins may not sleep or wait on a clock ({0} is denied): a call must return promptly")]
+pub(crate) struct WaitDenied(pub &'static str);
+
+/// Replaces the clock subscriptions with functions that trap: a guest's `sleep` would block
+/// inside the host, where the call deadline (epoch interruption) cannot reach it. Nothing
+/// else a guest can import blocks: there are no sockets or files, stdin is empty and
+/// stdout/stderr never fill.
+fn deny_waiting(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime_wasi::p2::DynPollable;
+    linker.allow_shadowing(true);
+    let mut clock = linker.instance(MONOTONIC_CLOCK)?;
+    clock.func_wrap(
+        "subscribe-duration",
+        |_, (_,): (u64,)| -> wasmtime::Result<(Resource<DynPollable>,)> {
+            Err(WaitDenied("subscribe-duration").into())
+        },
+    )?;
+    clock.func_wrap(
+        "subscribe-instant",
+        |_, (_,): (u64,)| -> wasmtime::Result<(Resource<DynPollable>,)> {
+            Err(WaitDenied("subscribe-instant").into())
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
 struct Inner {
     engine: Engine,
     linker: Linker<HostState>,
@@ -188,16 +251,11 @@ pub struct PluginHost(Arc<Inner>);
 impl PluginHost {
     /// A host with `limits` and, when `cache` is given, a compile cache there.
     pub fn new(limits: Limits, cache: Option<ComponentCache>) -> Result<Self, PluginError> {
-        let mut config = wasmtime::Config::new();
-        config.wasm_component_model(true);
-        config.epoch_interruption(true);
-        // Component-model concurrency doubles the cost of every call and no role needs it.
-        config.concurrency_support(false);
-        config.cranelift_opt_level(wasmtime::OptLevel::Speed);
-        let engine = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let engine = new_engine().map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        deny_waiting(&mut linker).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
 
         let stop_ticker = Arc::new(AtomicBool::new(false));
         let (ticker_engine, stop) = (engine.clone(), stop_ticker.clone());
@@ -240,6 +298,21 @@ impl PluginHost {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_memory_cap_counts_every_memory_together() {
+        let limits = Limits {
+            memory_bytes: 64 << 20,
+            ..Limits::default()
+        };
+        let mut l = Limiter::new(limits);
+        // Two memories of 40 MiB each exceed 64 MiB together.
+        assert!(l.memory_growing(0, 40 << 20, None).is_ok());
+        assert!(l.memory_growing(0, 40 << 20, None).is_err());
+        // Growing the first one within the cap is still fine.
+        assert!(l.memory_growing(40 << 20, 60 << 20, None).is_ok());
+        assert!(l.memory_growing(60 << 20, 65 << 20, None).is_err());
+    }
 
     #[test]
     fn deadline_rounds_up_to_ticks() {

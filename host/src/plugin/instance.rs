@@ -17,6 +17,36 @@ use wasmtime::component::{Instance, InstancePre};
 
 type Pairs = Vec<(String, String)>;
 
+/// The longest string a plugin may return, in bytes (topic names are at most 249).
+pub const MAX_ANSWER_BYTES: usize = 64 << 10;
+
+fn short(s: &str) -> Result<(), String> {
+    if s.len() > MAX_ANSWER_BYTES {
+        return Err(format!(
+            "a string of {} bytes (at most {MAX_ANSWER_BYTES})",
+            s.len()
+        ));
+    }
+    Ok(())
+}
+
+fn short_opt(s: &Option<String>) -> Result<(), String> {
+    s.as_deref().map_or(Ok(()), short)
+}
+
+fn one_each<T>(asked: usize) -> impl FnOnce(&Vec<T>) -> Result<(), String> {
+    move |answers| {
+        if answers.len() == asked {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} answers for {asked} names (one per name, in order)",
+                answers.len()
+            ))
+        }
+    }
+}
+
 /// The bindgen `Guest` type of one role's interface.
 pub(crate) trait RoleGuest: Sized + Send + 'static {
     const ROLE: Role;
@@ -120,6 +150,23 @@ impl<G: RoleGuest> RoleInstance<G> {
         }
     }
 
+    /// Runs one call within the limits and checks its answer with `check`; on a failed call
+    /// the instance is discarded (a refused answer keeps it: the call itself returned).
+    fn checked<R>(
+        &self,
+        function: &'static str,
+        f: impl FnOnce(&G, &mut Store<HostState>) -> wasmtime::Result<R>,
+        check: impl FnOnce(&R) -> Result<(), String>,
+    ) -> Result<R, PluginError> {
+        let value = self.call(function, f)?;
+        check(&value).map_err(|message| PluginError::Output {
+            plugin: self.loaded.name.clone(),
+            function,
+            message,
+        })?;
+        Ok(value)
+    }
+
     /// Runs one call within the limits; on failure the instance is discarded.
     fn call<R>(
         &self,
@@ -196,9 +243,11 @@ impl TopicFilter for RoleInstance<topic_filter::Guest> {
         })
     }
     fn should_replicate_topics(&self, topics: &[String]) -> Result<Vec<bool>, PluginError> {
-        self.call("should-replicate-topics", |g, s| {
-            g.call_should_replicate_topics(s, topics)
-        })
+        self.checked(
+            "should-replicate-topics",
+            |g, s| g.call_should_replicate_topics(s, topics),
+            one_each(topics.len()),
+        )
     }
 }
 
@@ -209,9 +258,11 @@ impl GroupFilter for RoleInstance<group_filter::Guest> {
         })
     }
     fn should_replicate_groups(&self, groups: &[String]) -> Result<Vec<bool>, PluginError> {
-        self.call("should-replicate-groups", |g, s| {
-            g.call_should_replicate_groups(s, groups)
-        })
+        self.checked(
+            "should-replicate-groups",
+            |g, s| g.call_should_replicate_groups(s, groups),
+            one_each(groups.len()),
+        )
     }
 }
 
@@ -230,31 +281,53 @@ impl ConfigPropertyFilter for RoleInstance<config_property_filter::Guest> {
 
 impl ReplicationPolicy for RoleInstance<replication_policy::Guest> {
     fn format_remote_topic(&self, source_alias: &str, topic: &str) -> Result<String, PluginError> {
-        self.call("format-remote-topic", |g, s| {
-            g.call_format_remote_topic(s, source_alias, topic)
-        })
+        self.checked(
+            "format-remote-topic",
+            |g, s| g.call_format_remote_topic(s, source_alias, topic),
+            |a| short(a),
+        )
     }
     fn topic_source(&self, topic: &str) -> Result<Option<String>, PluginError> {
-        self.call("topic-source", |g, s| g.call_topic_source(s, topic))
+        self.checked(
+            "topic-source",
+            |g, s| g.call_topic_source(s, topic),
+            short_opt,
+        )
     }
     fn upstream_topic(&self, topic: &str) -> Result<Option<String>, PluginError> {
-        self.call("upstream-topic", |g, s| g.call_upstream_topic(s, topic))
+        self.checked(
+            "upstream-topic",
+            |g, s| g.call_upstream_topic(s, topic),
+            short_opt,
+        )
     }
     fn original_topic(&self, topic: &str) -> Result<String, PluginError> {
-        self.call("original-topic", |g, s| g.call_original_topic(s, topic))
+        self.checked(
+            "original-topic",
+            |g, s| g.call_original_topic(s, topic),
+            |a| short(a),
+        )
     }
     fn heartbeats_topic(&self) -> Result<String, PluginError> {
-        self.call("heartbeats-topic", |g, s| g.call_heartbeats_topic(s))
+        self.checked(
+            "heartbeats-topic",
+            |g, s| g.call_heartbeats_topic(s),
+            |a| short(a),
+        )
     }
     fn offset_syncs_topic(&self, cluster_alias: &str) -> Result<String, PluginError> {
-        self.call("offset-syncs-topic", |g, s| {
-            g.call_offset_syncs_topic(s, cluster_alias)
-        })
+        self.checked(
+            "offset-syncs-topic",
+            |g, s| g.call_offset_syncs_topic(s, cluster_alias),
+            |a| short(a),
+        )
     }
     fn checkpoints_topic(&self, cluster_alias: &str) -> Result<String, PluginError> {
-        self.call("checkpoints-topic", |g, s| {
-            g.call_checkpoints_topic(s, cluster_alias)
-        })
+        self.checked(
+            "checkpoints-topic",
+            |g, s| g.call_checkpoints_topic(s, cluster_alias),
+            |a| short(a),
+        )
     }
     fn is_heartbeats_topic(&self, topic: &str) -> Result<bool, PluginError> {
         self.call("is-heartbeats-topic", |g, s| {
@@ -281,8 +354,13 @@ impl ReplicationPolicy for RoleInstance<replication_policy::Guest> {
         source_alias: &str,
         topics: &[String],
     ) -> Result<Vec<String>, PluginError> {
-        self.call("format-remote-topics", |g, s| {
-            g.call_format_remote_topics(s, source_alias, topics)
-        })
+        self.checked(
+            "format-remote-topics",
+            |g, s| g.call_format_remote_topics(s, source_alias, topics),
+            |names: &Vec<String>| {
+                one_each(topics.len())(names)?;
+                names.iter().try_for_each(|n| short(n))
+            },
+        )
     }
 }

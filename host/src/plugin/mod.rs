@@ -3,7 +3,9 @@
 //!
 //! - [`engine`]: the one place wasmtime is configured — engine, limits, epoch ticker, and
 //!   the WASI context that grants nothing.
-//! - [`cache`]: compiled components on disk, keyed by content hash and engine settings.
+//! - [`cache`]: compiled components on disk, keyed by content hash and engine settings,
+//!   each entry authenticated.
+//! - [`compile`]: compiling within a size and time bound (out of process in the binary).
 //! - [`component`]: loading a component file and detecting its roles.
 //! - `instance`: a long-lived, configured instance per role, re-created after a trap.
 //! - [`builtin`]: the native built-ins (MM2's defaults) by name.
@@ -11,6 +13,7 @@
 mod bindings;
 pub mod builtin;
 pub mod cache;
+pub mod compile;
 pub mod component;
 pub mod engine;
 mod instance;

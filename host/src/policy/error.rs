@@ -103,6 +103,25 @@ pub enum PluginError {
         /// The runtime's description.
         message: String,
     },
+    /// A call returned an answer the host refuses (a string too long, a list of the wrong
+    /// length).
+    #[error("plugin {plugin}: {function} returned an invalid answer: {message}")]
+    Output {
+        /// The plugin.
+        plugin: String,
+        /// The WIT function called.
+        function: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// The call was abandoned because the daemon is stopping.
+    #[error("plugin {plugin}: {function} abandoned: the daemon is stopping")]
+    Cancelled {
+        /// The plugin.
+        plugin: String,
+        /// The WIT function called.
+        function: &'static str,
+    },
     /// Any other failure of a call.
     #[error("plugin {plugin}: {function} failed: {message}")]
     Call {
@@ -159,6 +178,8 @@ impl PluginError {
             PluginError::Timeout { .. } => "timeout",
             PluginError::MemoryLimit { .. } => "memory_limit",
             PluginError::Trap { .. } => "trap",
+            PluginError::Output { .. } => "output",
+            PluginError::Cancelled { .. } => "cancelled",
             PluginError::Call { .. } => "call",
             PluginError::Engine(_) => "engine",
         }

@@ -1,8 +1,9 @@
 //! Discovery's rules as pure functions: which source topics are mirrored under which
 //! names ([`decide`]), and what to do about it given both clusters' snapshots ([`plan`]).
 
-use crate::flow::plugins::Aliases;
+use crate::flow::plugins::FlowNames;
 use crate::flow::{Route, Routes};
+use crate::kafka::invalid_topic_name;
 use crate::policy::{FlowRoles, PluginError, ReplicationPolicy, TopicFilter};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,8 +20,10 @@ pub enum Decision {
 }
 
 /// Why a topic is not mirrored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SkipReason {
+    /// The replication policy's name for it is not usable, and why.
+    InvalidName(String),
     /// The policy calls it internal.
     Internal,
     /// It came from the target cluster (directly or through hops).
@@ -76,40 +79,85 @@ pub fn is_cycle(
     Ok(false)
 }
 
-/// Decides every name of `topics` with one batched filter call.
+/// What deciding a batch of new topics gave.
+#[derive(Debug, Default)]
+pub struct Decided {
+    /// The topics decided.
+    pub decisions: BTreeMap<String, Decision>,
+    /// Topics a plugin call failed for (a trap, a timeout, an error): undecided, so not
+    /// mirrored, and asked again later. One topic's failure never decides the others.
+    pub failed: Vec<(String, PluginError)>,
+}
+
+/// Decides every name of `topics`, with one batched filter call (names one by one only if
+/// the batch fails). A name the policy gives that is not a valid Kafka topic name, or that
+/// is one of the flow's `reserved` internal topics, skips that topic.
 pub fn decide_all(
     topics: &[String],
     filter: &dyn TopicFilter,
     policy: &dyn ReplicationPolicy,
     source_alias: &str,
     target_alias: &str,
-) -> Result<BTreeMap<String, Decision>, PluginError> {
-    let accepted = filter.should_replicate_topics(topics)?;
-    topics
-        .iter()
-        .zip(accepted)
-        .map(|(t, ok)| {
-            Ok((
-                t.clone(),
-                decide(t, ok, policy, source_alias, target_alias)?,
-            ))
-        })
-        .collect()
+    reserved: &BTreeSet<String>,
+) -> Decided {
+    let accepted: Vec<Result<bool, PluginError>> = match filter.should_replicate_topics(topics) {
+        Ok(answers) => answers.into_iter().map(Ok).collect(),
+        Err(_) => topics
+            .iter()
+            .map(|t| filter.should_replicate_topic(t))
+            .collect(),
+    };
+    let mut out = Decided::default();
+    for (t, ok) in topics.iter().zip(accepted) {
+        match ok.and_then(|ok| decide(t, ok, policy, source_alias, target_alias)) {
+            Ok(Decision::Mirror(name)) => {
+                let why = invalid_topic_name(&name).or_else(|| {
+                    reserved
+                        .contains(&name)
+                        .then(|| "it is one of the flow's internal topics".to_string())
+                });
+                let decision = match why {
+                    None => Decision::Mirror(name),
+                    Some(why) => Decision::Skip(SkipReason::InvalidName(format!(
+                        "format-remote-topic gave {}: {why}",
+                        shown(&name)
+                    ))),
+                };
+                out.decisions.insert(t.clone(), decision);
+            }
+            Ok(decision) => {
+                out.decisions.insert(t.clone(), decision);
+            }
+            Err(e) => out.failed.push((t.clone(), e)),
+        }
+    }
+    out
+}
+
+/// A name for messages: quoted, cut to 80 characters.
+fn shown(name: &str) -> String {
+    if name.chars().count() > 80 {
+        let head: String = name.chars().take(80).collect();
+        format!("`{head}`... ({} bytes)", name.len())
+    } else {
+        format!("`{name}`")
+    }
 }
 
 /// [`decide_all`] over a flow's roles: the batch rule discovery hands the plugin facade.
 pub fn decide_with(
     roles: &FlowRoles,
-    aliases: &Aliases,
+    names: &FlowNames,
     topics: &[String],
-) -> Result<BTreeMap<String, Decision>, PluginError> {
-    decide_all(
+) -> Result<Decided, PluginError> {
+    Ok(decide_all(
         topics,
         &*roles.topic_filter,
         &*roles.replication_policy,
-        &aliases.source,
-        &aliases.target,
-    )
+        &names.source,
+        &names.target,
+        &names.reserved,
+    ))
 }
 
 /// One thing to do on the target.
@@ -140,6 +188,21 @@ pub enum Action {
 /// Something to report, not to act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {
+    /// The replication policy named a source topic unusably: it is not mirrored.
+    RefusedName {
+        /// The source topic.
+        source: String,
+        /// What the policy said and why it is refused.
+        reason: String,
+    },
+    /// A plugin call failed deciding a source topic (trap, timeout, error): not mirrored
+    /// for now, asked again later.
+    Undecided {
+        /// The source topic.
+        source: String,
+        /// The plugin's error.
+        error: String,
+    },
     /// Several source topics map to one target name: none of them is mirrored.
     Collision {
         /// The target name.
@@ -196,6 +259,14 @@ pub fn plan(
     let mut plan = Plan::default();
     let mut by_target: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (topic, decision) in decisions {
+        if let (Decision::Skip(SkipReason::InvalidName(reason)), true) =
+            (decision, source.contains_key(topic))
+        {
+            plan.problems.push(Problem::RefusedName {
+                source: topic.clone(),
+                reason: reason.clone(),
+            });
+        }
         if let (Decision::Mirror(t), true) = (decision, source.contains_key(topic)) {
             by_target
                 .entry(t.as_str())
@@ -257,6 +328,14 @@ pub fn plan(
 /// A problem in words, for logs and `/status`.
 pub fn describe(problem: &Problem) -> String {
     match problem {
+        Problem::RefusedName { source, reason } => {
+            format!("source topic {source} is not mirrored: the replication policy's {reason}")
+        }
+        Problem::Undecided { source, error } => {
+            format!(
+                "source topic {source} is not mirrored for now (asked again in a minute): {error}"
+            )
+        }
         Problem::Collision { target, sources } => {
             format!(
                 "source topics {} all map to target topic {target}; none of them is mirrored",

@@ -2,14 +2,14 @@
 //! decides new source topics through the plugins (cached per name, so a plugin is asked
 //! about each name once), applies the plan to the target and publishes the routes.
 
-use super::rules::{self, Action, Decision, Plan, Problem, Snapshot};
+use super::rules::{self, Action, Decision, Plan, Problem, SkipReason, Snapshot};
 use crate::flow::Routes;
 use crate::flow::plugins::FlowPlugins;
-use crate::flow::telemetry::FlowTelemetry;
+use crate::flow::telemetry::{Counter, FlowTelemetry};
 use crate::kafka::{Cluster, TopicSpec};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -29,6 +29,8 @@ pub struct DiscoveryContext {
     pub sync_topic_configs: bool,
     /// Counters and status.
     pub telemetry: Arc<FlowTelemetry>,
+    /// The replication policy's name, for messages.
+    pub policy_name: String,
 }
 
 /// Runs discovery until `shutdown`, publishing every change of the routes on `routes`.
@@ -41,6 +43,7 @@ pub async fn run(
     let mut discovery = Discovery {
         ctx,
         decisions: BTreeMap::new(),
+        undecided: BTreeMap::new(),
         mirrored: Routes::new(),
     };
     loop {
@@ -62,8 +65,13 @@ pub async fn run(
     }
 }
 
+/// How long a topic a plugin failed on waits before it is asked again.
+const RETRY_UNDECIDED: Duration = Duration::from_secs(60);
+
 struct Discovery {
     ctx: DiscoveryContext,
+    /// Topics a plugin failed on: when to ask again, and the error.
+    undecided: BTreeMap<String, (Instant, String)>,
     /// Cached per name; a plugin is asked about each name once.
     decisions: BTreeMap<String, Decision>,
     /// What the last pass mirrored.
@@ -90,19 +98,42 @@ impl Discovery {
         let source = listed(src, "list source topics", source);
         let target = listed(dst, "list target topics", target);
         let (source, mut target) = (source?, target?);
+        let now = Instant::now();
+        self.undecided
+            .retain(|t, (retry_at, _)| source.contains_key(t) && *retry_at > now);
         let new: Vec<String> = source
             .keys()
-            .filter(|t| !self.decisions.contains_key(*t))
+            .filter(|t| !self.decisions.contains_key(*t) && !self.undecided.contains_key(*t))
             .cloned()
             .collect();
         if !new.is_empty() {
-            // Fail safe: an undecided topic is not mirrored; it is asked again next pass.
+            // Fail safe: an undecided topic is not mirrored; it is asked again later.
             match self.ctx.plugins.batch(&new, rules::decide_with).await {
-                Ok(decided) => self.decisions.extend(decided),
+                Ok(decided) => {
+                    for (topic, e) in decided.failed {
+                        telemetry.add(Counter::UndecidedTopics, 1);
+                        telemetry.note_error("decide a topic", e.kind(), &e);
+                        self.undecided
+                            .insert(topic, (now + RETRY_UNDECIDED, e.to_string()));
+                    }
+                    for (topic, d) in &decided.decisions {
+                        if matches!(d, Decision::Skip(SkipReason::InvalidName(_))) {
+                            telemetry.add(Counter::RefusedNames, 1);
+                            tracing::error!(flow = %telemetry.flow, topic = %topic, plugin = %self.ctx.policy_name, "the replication policy gave an unusable name; the topic is not mirrored");
+                        }
+                    }
+                    self.decisions.extend(decided.decisions);
+                }
                 Err(e) => telemetry.note_error("topic filter / replication policy", e.kind(), &e),
             }
         }
         let mut plan = rules::plan(&source, &target, &self.decisions, &self.mirrored);
+        for (topic, (_, error)) in &self.undecided {
+            plan.problems.push(Problem::Undecided {
+                source: topic.clone(),
+                error: error.clone(),
+            });
+        }
         self.apply(&mut plan, &mut target).await;
         for problem in &plan.problems {
             self.report(problem);

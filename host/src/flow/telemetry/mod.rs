@@ -43,13 +43,17 @@ pub enum Counter {
     UnproduciblePaused,
     /// Failed attempts to store progress.
     CommitFailures,
+    /// Names the replication policy gave that were refused (invalid, or an internal topic).
+    RefusedNames,
+    /// Plugin calls that failed deciding a topic (the topic waits and is asked again).
+    UndecidedTopics,
     /// Errors seen.
     Errors,
 }
 
 impl Counter {
     /// Every counter, in the order they are shown.
-    pub const ALL: [Counter; 13] = [
+    pub const ALL: [Counter; 15] = [
         Counter::Records,
         Counter::Bytes,
         Counter::OffsetSyncs,
@@ -62,6 +66,8 @@ impl Counter {
         Counter::UnproducibleSkipped,
         Counter::UnproduciblePaused,
         Counter::CommitFailures,
+        Counter::RefusedNames,
+        Counter::UndecidedTopics,
         Counter::Errors,
     ];
 
@@ -80,6 +86,8 @@ impl Counter {
             Counter::UnproducibleSkipped => "unproducible_skipped",
             Counter::UnproduciblePaused => "unproducible_paused",
             Counter::CommitFailures => "commit_failures",
+            Counter::RefusedNames => "refused_topic_names",
+            Counter::UndecidedTopics => "undecided_topics",
             Counter::Errors => "errors",
         }
     }
@@ -107,6 +115,12 @@ impl Counter {
                 "Times a partition was paused at a record the target would not take"
             }
             Counter::CommitFailures => "Failed attempts to store replication progress",
+            Counter::RefusedNames => {
+                "Target names the replication policy gave that were refused (invalid or internal)"
+            }
+            Counter::UndecidedTopics => {
+                "Plugin calls that failed deciding a topic (trap, timeout, error); retried later"
+            }
             Counter::Errors => "Errors (Kafka, plugins), each also logged",
         }
     }

@@ -3,6 +3,7 @@ use crate::policy::Native;
 use kmirror_mm2::{
     Config, Configure, DefaultReplicationPolicy, DefaultTopicFilter, IdentityReplicationPolicy,
 };
+use std::collections::BTreeSet;
 
 fn snap(entries: &[(&str, i32)]) -> Snapshot {
     entries.iter().map(|(n, p)| (n.to_string(), *p)).collect()
@@ -77,7 +78,15 @@ fn identity_policy_cycles_need_the_source_alias() {
 fn decide_all_uses_one_batch() {
     let f = Native(DefaultTopicFilter::default());
     let topics: Vec<String> = ["a", "__b", "backup.c"].map(String::from).to_vec();
-    let d = decide_all(&topics, &f, &policy(), "primary", "backup").unwrap();
+    let d = decide_all(
+        &topics,
+        &f,
+        &policy(),
+        "primary",
+        "backup",
+        &BTreeSet::new(),
+    )
+    .decisions;
     assert_eq!(d["a"], Decision::Mirror("primary.a".into()));
     assert_eq!(d["__b"], Decision::Skip(SkipReason::Internal));
     assert_eq!(d["backup.c"], Decision::Skip(SkipReason::Cycle));
@@ -197,4 +206,95 @@ fn skipped_and_unknown_topics_do_nothing() {
         &BTreeMap::new(),
     );
     assert_eq!(p, Plan::default());
+}
+
+/// A policy that names some topics badly and fails on others.
+struct Liar;
+
+impl ReplicationPolicy for Liar {
+    fn format_remote_topic(&self, s: &str, t: &str) -> Result<String, PluginError> {
+        match t {
+            "slash" => Ok(format!("{s}/{t}")),
+            "internal" => Ok("mm2-offset-syncs.backup.internal".into()),
+            "trap" => Err(PluginError::Trap {
+                plugin: "liar".into(),
+                function: "format-remote-topic",
+                kind: crate::policy::TrapKind::Unreachable,
+                message: "boom".into(),
+            }),
+            _ => Ok(format!("{s}.{t}")),
+        }
+    }
+    fn topic_source(&self, _: &str) -> Result<Option<String>, PluginError> {
+        Ok(None)
+    }
+    fn upstream_topic(&self, _: &str) -> Result<Option<String>, PluginError> {
+        Ok(None)
+    }
+    fn original_topic(&self, t: &str) -> Result<String, PluginError> {
+        Ok(t.into())
+    }
+    fn heartbeats_topic(&self) -> Result<String, PluginError> {
+        Ok("heartbeats".into())
+    }
+    fn offset_syncs_topic(&self, a: &str) -> Result<String, PluginError> {
+        Ok(format!("mm2-offset-syncs.{a}.internal"))
+    }
+    fn checkpoints_topic(&self, a: &str) -> Result<String, PluginError> {
+        Ok(format!("{a}.checkpoints.internal"))
+    }
+    fn is_heartbeats_topic(&self, t: &str) -> Result<bool, PluginError> {
+        Ok(t == "heartbeats")
+    }
+    fn is_checkpoints_topic(&self, _: &str) -> Result<bool, PluginError> {
+        Ok(false)
+    }
+    fn is_mm2_internal_topic(&self, _: &str) -> Result<bool, PluginError> {
+        Ok(false)
+    }
+    fn is_internal_topic(&self, _: &str) -> Result<bool, PluginError> {
+        Ok(false)
+    }
+    fn format_remote_topics(&self, s: &str, ts: &[String]) -> Result<Vec<String>, PluginError> {
+        ts.iter().map(|t| self.format_remote_topic(s, t)).collect()
+    }
+}
+
+#[test]
+fn a_bad_answer_or_a_trap_skips_that_topic_only() {
+    let f = Native(DefaultTopicFilter::default());
+    let topics: Vec<String> = ["ok", "slash", "internal", "trap"]
+        .map(String::from)
+        .to_vec();
+    let reserved: BTreeSet<String> = ["mm2-offset-syncs.backup.internal".to_string()].into();
+    let d = decide_all(&topics, &f, &Liar, "primary", "backup", &reserved);
+    assert_eq!(d.decisions["ok"], Decision::Mirror("primary.ok".into()));
+    assert!(
+        matches!(&d.decisions["slash"], Decision::Skip(SkipReason::InvalidName(why)) if why.contains("not allowed")),
+        "{:?}",
+        d.decisions["slash"]
+    );
+    assert!(
+        matches!(&d.decisions["internal"], Decision::Skip(SkipReason::InvalidName(why)) if why.contains("internal topics"))
+    );
+    assert_eq!(d.failed.len(), 1);
+    assert_eq!(d.failed[0].0, "trap");
+    assert!(
+        !d.decisions.contains_key("trap"),
+        "undecided, asked again later"
+    );
+    let p = plan(
+        &snap(&[("ok", 1), ("slash", 1), ("internal", 1)]),
+        &snap(&[]),
+        &d.decisions,
+        &BTreeMap::new(),
+    );
+    assert_eq!(p.mirror.keys().collect::<Vec<_>>(), vec!["ok"]);
+    assert_eq!(
+        p.problems
+            .iter()
+            .filter(|p| matches!(p, Problem::RefusedName { .. }))
+            .count(),
+        2
+    );
 }
