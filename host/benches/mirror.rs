@@ -1,7 +1,19 @@
-//! Mirror throughput on two local brokers: kmirror (the real binary) against a bare
-//! rdkafka consume->produce loop in the same run, plus kmirror's peak memory.
+//! Mirror throughput, side by side in one run on the same preloaded data (3 topics x 4
+//! partitions, records with a key and a header, 200 B and 1 KiB values):
 //!
-//! `cargo xtask plugins && cargo bench -p kmirror --bench mirror` (RECORDS=n to resize).
+//! - (a) `bare`: a bare rdkafka consume->produce loop with kmirror's client settings
+//!   (BaseConsumer + ThreadedProducer, idempotent, acks=all, linger 5 ms), one process;
+//! - (b) `pipe`: what a user without a mirror writes: `pipe.py`, a consume->produce loop on
+//!   confluent-kafka with the same producer guarantees, one process per topic;
+//! - (c) `kmirror`: the real binary with the default WASM policy and topic filter
+//!   (`default_policy.wasm`, `regex_filter.wasm`).
+//!
+//! Each contender writes to a fresh target broker. Reported per contender, median of
+//! `REPS` (default 3) runs: records/s and MB/s from process start and in steady state (first
+//! record to last), CPU seconds (user + system), peak RSS; then the ratios.
+//!
+//! `scripts/bench.sh mirror` (or `cargo bench -p kmirror --bench mirror`; `RECORDS=n` per
+//! size, default 300000; `REPS=n`).
 
 #[path = "../../tests/e2e/support/mod.rs"]
 mod support;
@@ -11,64 +23,104 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
-use std::time::{Duration, Instant};
-use support::{Broker, Client, Kmirror, write_config};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use support::{Broker, Client, free_addr, http_get};
 
+const TOPICS: usize = 3;
 const PARTITIONS: i32 = 4;
 
-fn reader(addr: &str, topic: &str) -> BaseConsumer {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", addr)
-        .set("group.id", support::unique("bench-reader"))
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("reader");
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        tpl.add_partition_offset(topic, p, Offset::Beginning)
-            .expect("tpl");
-    }
-    c.assign(&tpl).expect("assign");
-    c
+fn now_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// Counts records of `topic` until `n` arrived; returns when the n-th arrived.
-fn count_until(addr: &str, topic: &str, n: usize, timeout: Duration) -> Instant {
-    let c = reader(addr, topic);
-    let (mut seen, deadline) = (0, Instant::now() + timeout);
-    while seen < n {
-        assert!(
-            Instant::now() < deadline,
-            "only {seen} of {n} records arrived in {topic}"
-        );
-        if let Some(Ok(_)) = c.poll(Duration::from_millis(100)) {
-            seen += 1;
+fn topic(size: usize, t: usize) -> String {
+    format!("bench-{size}-{t}")
+}
+
+/// (utime + stime in seconds, peak RSS in MiB) of a running process.
+fn usage(pid: u32) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let cpu = fields.get(11..13).map_or(0.0, |f| {
+        f.iter().filter_map(|v| v.parse::<f64>().ok()).sum::<f64>() / ticks
+    });
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map_or(0.0, |k| k / 1024.0);
+    (cpu, rss)
+}
+
+/// A finished run: wall seconds from process start, steady-state seconds, CPU, RSS.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    total: f64,
+    steady: f64,
+    cpu: f64,
+    rss: f64,
+}
+
+/// The bare loop, run as `mirror --bare SRC DST SIZE COUNT`: copies every partition of the
+/// size's topics to `bare-<topic>`, prints `first=<s> last=<s>`.
+fn bare(src: &str, dst: &str, size: usize, count: usize) {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", src)
+        .set("group.id", "bare")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("queued.max.messages.kbytes", "32768")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for t in 0..TOPICS {
+        for p in 0..PARTITIONS {
+            tpl.add_partition_offset(&topic(size, t), p, Offset::Beginning)
+                .expect("tpl");
         }
     }
-    Instant::now()
-}
-
-/// The baseline: consume every record of `topic` on `src` and produce it to `dst`.
-fn bare_copy(src: &str, dst: &str, topic: &str, n: usize) -> Duration {
-    let started = Instant::now();
-    let c = reader(src, topic);
+    c.assign(&tpl).expect("assign");
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", dst)
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("linger.ms", "5")
+        .set("compression.type", "none")
+        .set("queue.buffering.max.messages", "100000")
+        .set("queue.buffering.max.kbytes", "65536")
         .create()
         .expect("producer");
-    let mut copied = 0;
-    while copied < n {
+    let (mut copied, mut first) = (0, None);
+    while copied < count {
         if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+            first.get_or_insert_with(now_s);
+            let target = format!("bare-{}", m.topic());
             let mut r: BaseRecord<'_, [u8], [u8]> =
-                BaseRecord::to("baseline").partition(m.partition());
+                BaseRecord::to(&target).partition(m.partition());
             if let Some(k) = m.key() {
                 r = r.key(k);
             }
             if let Some(v) = m.payload() {
                 r = r.payload(v);
+            }
+            if let Some(h) = m.headers() {
+                r = r.headers(h.detach());
+            }
+            if let Some(ts) = m.timestamp().to_millis() {
+                r = r.timestamp(ts);
             }
             let mut r = Some(r);
             while let Some(rec) = r.take() {
@@ -80,69 +132,316 @@ fn bare_copy(src: &str, dst: &str, topic: &str, n: usize) -> Duration {
             copied += 1;
         }
     }
-    p.flush(Duration::from_secs(60)).expect("flush");
-    started.elapsed()
+    p.flush(Duration::from_secs(120)).expect("flush");
+    println!("first={} last={}", first.unwrap_or(0.0), now_s());
 }
 
-fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+fn parse_times(out: &str) -> (f64, f64) {
+    let get = |k: &str| {
+        out.split_whitespace()
+            .find_map(|w| w.strip_prefix(k)?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (get("first="), get("last="))
+}
+
+/// Runs child processes to completion; their combined wall, steady (first record of any
+/// to last of all), CPU (user + system, all of them) and the largest peak RSS.
+fn run_children(cmds: Vec<Command>) -> Run {
+    let started = Instant::now();
+    let mut children: Vec<_> = cmds
+        .into_iter()
+        .map(|mut c| c.stdout(Stdio::piped()).spawn().expect("child"))
+        .collect();
+    let readers: Vec<_> = children
+        .iter_mut()
+        .map(|c| {
+            let mut out = c.stdout.take().expect("stdout");
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = std::io::Read::read_to_string(&mut out, &mut text);
+                text
+            })
+        })
+        .collect();
+    let (mut cpu, mut rss) = (0.0, 0.0f64);
+    for c in &children {
+        // SAFETY: waiting for our own child; both out-parameters are valid.
+        let mut status = 0;
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::wait4(c.id() as i32, &mut status, 0, &mut usage) };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        cpu += secs(usage.ru_utime) + secs(usage.ru_stime);
+        rss = rss.max(usage.ru_maxrss as f64 / 1024.0);
+    }
+    let total = started.elapsed().as_secs_f64();
+    let (mut first, mut last) = (f64::MAX, 0.0f64);
+    for r in readers {
+        let (f, l) = parse_times(&r.join().unwrap_or_default());
+        first = first.min(f);
+        last = last.max(l);
+    }
+    drop(children);
+    Run {
+        total,
+        steady: (last - first).max(1e-3),
+        cpu,
+        rss,
+    }
+}
+
+fn preload(addr: &str, size: usize, n: usize) -> Vec<Vec<usize>> {
+    let c = Client::new(addr);
+    let value = vec![b'v'; size];
+    let mut counts = vec![vec![0usize; PARTITIONS as usize]; TOPICS];
+    for t in 0..TOPICS {
+        c.create_topic(&topic(size, t), PARTITIONS);
+    }
+    for i in 0..n {
+        let (t, p) = (i % TOPICS, ((i / TOPICS) % PARTITIONS as usize) as i32);
+        let id = i.to_string();
+        c.produce(
+            &topic(size, t),
+            p,
+            id.as_bytes(),
+            &value,
+            &[("id", id.as_bytes())],
+            1_700_000_000_000 + i as i64,
+        );
+        counts[t][p as usize] += 1;
+    }
+    c.flush();
+    counts
+}
+
+fn run_bare(src: &str, size: usize, n: usize) -> Run {
+    let dst = Broker::start();
+    let c = Client::new(&dst.addr);
+    for t in 0..TOPICS {
+        c.create_topic(&format!("bare-{}", topic(size, t)), PARTITIONS);
+    }
+    let mut cmd = Command::new(std::env::current_exe().expect("exe"));
+    cmd.args(["--bare", src, &dst.addr, &size.to_string(), &n.to_string()]);
+    run_children(vec![cmd])
+}
+
+fn run_pipe(src: &str, size: usize, counts: &[Vec<usize>]) -> Run {
+    let dst = Broker::start();
+    let c = Client::new(&dst.addr);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/pipe.py");
+    let cmds = (0..TOPICS)
+        .map(|t| {
+            c.create_topic(&format!("pipe-{}", topic(size, t)), PARTITIONS);
+            let per: Vec<String> = counts[t].iter().map(|n| n.to_string()).collect();
+            let mut cmd = Command::new("python3");
+            cmd.arg(&script).args([
+                src,
+                &dst.addr,
+                &topic(size, t),
+                &format!("pipe-{}", topic(size, t)),
+                &per.join(","),
+            ]);
+            cmd
+        })
+        .collect();
+    run_children(cmds)
+}
+
+fn run_kmirror(src: &str, size: usize, n: usize, rep: usize) -> Run {
+    let dst = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let alias = format!("src{rep}");
+    let plugins = support::plugins_dir();
+    let config = dir.path().join("kmirror.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[status]\nlisten = \"{status}\"\n[clusters.{alias}]\nbootstrap_servers = \"{src}\"\n[clusters.backup]\nbootstrap_servers = \"{}\"\n[plugins]\ndir = \"{}\"\ncache_dir = \"{}\"\n[[flows]]\nsource = \"{alias}\"\ntarget = \"backup\"\nreplication_factor = 1\nrefresh_topics_interval = \"1s\"\nemit_heartbeats_enabled = false\ntopic_filter = {{ plugin = \"regex_filter.wasm\", config = {{ \"topics\" = \"bench-{size}-.*\" }} }}\nreplication_policy = {{ plugin = \"default_policy.wasm\" }}\n{}",
+            dst.addr,
+            plugins.display(),
+            dir.path().join("cache").display(),
+            std::env::var("TASKS").map(|t| format!("replication_tasks = {t}\n")).unwrap_or_default(),
+        ),
+    )
+    .expect("config");
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .env(
+            "KMIRROR_LOG",
+            std::env::var("KMIRROR_LOG").unwrap_or("warn".into()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kmirror");
+    // PERF_OUT=file: a CPU profile of kmirror during the run (perf, from Debian's linux-perf).
+    let perf = std::env::var("PERF_OUT").ok().map(|out| {
+        Command::new("perf")
+            .args([
+                "record",
+                "-F",
+                "999",
+                "-g",
+                "-o",
+                &format!("{out}.{size}.{rep}"),
+                "-p",
+            ])
+            .arg(child.id().to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("perf")
+    });
+    let records = || {
+        http_get(&status, "/status")
+            .and_then(|(_, s)| s["flows"][0]["records"].as_u64())
+            .unwrap_or(0) as usize
+    };
+    // Steady state: from the first tenth of the records to the last.
+    let mut first = None;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut sample;
+    loop {
+        let done = records();
+        if done >= n / 10 {
+            first.get_or_insert_with(Instant::now);
+        }
+        sample = usage(child.id());
+        if done >= n {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kmirror copied only {done} of {n}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let total = started.elapsed().as_secs_f64();
+    let steady = first.map_or(total, |f| f.elapsed().as_secs_f64() / 0.9);
+    if let Some(mut perf) = perf {
+        // SAFETY: signalling our own child; perf writes its file on SIGINT.
+        unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
+        let _ = perf.wait();
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    Run {
+        total,
+        steady: steady.max(1e-3),
+        cpu: sample.0,
+        rss: sample.1,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+struct Summary {
+    rate_total: f64,
+    rate_steady: f64,
+    mbps: f64,
+    cpu: f64,
+    rss: f64,
+}
+
+fn summarize(runs: &[Run], n: usize, size: usize) -> Summary {
+    let bytes = (n * (size + 8)) as f64 / 1e6;
+    Summary {
+        rate_total: median(runs.iter().map(|r| n as f64 / r.total).collect()),
+        rate_steady: median(runs.iter().map(|r| n as f64 / r.steady).collect()),
+        mbps: median(runs.iter().map(|r| bytes / r.steady).collect()),
+        cpu: median(runs.iter().map(|r| r.cpu).collect()),
+        rss: median(runs.iter().map(|r| r.rss).collect()),
+    }
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list") {
         println!("mirror: benchmark");
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--bare") {
+        let a = &args[i + 1..];
+        bare(
+            &a[0],
+            &a[1],
+            a[2].parse().expect("size"),
+            a[3].parse().expect("count"),
+        );
         return;
     }
     let n: usize = std::env::var("RECORDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000);
-    let (primary, backup) = (Broker::start(), Broker::start());
-    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
-    src.create_topic("bench", PARTITIONS);
-    dst.create_topic("baseline", PARTITIONS);
-    let value = vec![b'x'; 200];
-    let started = Instant::now();
-    for i in 0..n {
-        src.produce(
-            "bench",
-            (i % PARTITIONS as usize) as i32,
-            format!("{i}").as_bytes(),
-            &value,
-            &[],
-            1_700_000_000_000,
+        .unwrap_or(300_000);
+    let reps: usize = std::env::var("REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let sizes: Vec<usize> = std::env::var("SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.parse().ok()).collect())
+        .unwrap_or_else(|| vec![200, 1024]);
+    let primary = Broker::start();
+    println!(
+        "mirror benchmark: {n} records per size, {TOPICS} topics x {PARTITIONS} partitions, key + header, {reps} runs each (median)"
+    );
+    for size in sizes {
+        let started = Instant::now();
+        let counts = preload(&primary.addr, size, n);
+        println!(
+            "\n== {size} B values: preloaded {n} records in {:.1?}",
+            started.elapsed()
+        );
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        for rep in 0..reps {
+            // Interleaved, each first in turn, so load drifts affect all three alike.
+            for which in 0..3 {
+                match (which + rep) % 3 {
+                    0 => a.push(run_bare(&primary.addr, size, n)),
+                    1 => b.push(run_pipe(&primary.addr, size, &counts)),
+                    _ => c.push(run_kmirror(&primary.addr, size, n, rep)),
+                }
+            }
+            println!(
+                "  run {rep}: bare {:.0}/s, pipe {:.0}/s, kmirror {:.0}/s (steady)",
+                n as f64 / a[rep].steady,
+                n as f64 / b[rep].steady,
+                n as f64 / c[rep].steady
+            );
+        }
+        let (sa, sb, sc) = (
+            summarize(&a, n, size),
+            summarize(&b, n, size),
+            summarize(&c, n, size),
+        );
+        println!(
+            "  {:<28} {:>14} {:>14} {:>9} {:>9} {:>9}",
+            "contender", "rec/s (start)", "rec/s (steady)", "MB/s", "CPU s", "RSS MiB"
+        );
+        for (name, s) in [
+            ("(a) bare rdkafka loop", &sa),
+            ("(b) confluent-kafka pipe x3", &sb),
+            ("(c) kmirror, WASM plugins", &sc),
+        ] {
+            println!(
+                "  {name:<28} {:>14.0} {:>14.0} {:>9.1} {:>9.2} {:>9.0}",
+                s.rate_total, s.rate_steady, s.mbps, s.cpu, s.rss
+            );
+        }
+        println!(
+            "  ratios: kmirror/bare {:.2} (steady) {:.2} (from start); kmirror/pipe {:.2} (steady) {:.2} (from start)",
+            sc.rate_steady / sa.rate_steady,
+            sc.rate_total / sa.rate_total,
+            sc.rate_steady / sb.rate_steady,
+            sc.rate_total / sb.rate_total
         );
     }
-    src.flush();
-    println!(
-        "produced {n} records of 200 bytes in {:?}",
-        started.elapsed()
-    );
-
-    let bare = bare_copy(&primary.addr, &backup.addr, "bench", n);
-    println!(
-        "bare consume->produce: {n} records in {bare:.2?} = {:.0} records/s",
-        n as f64 / bare.as_secs_f64()
-    );
-
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = write_config(
-        dir.path(),
-        &primary.addr,
-        &backup.addr,
-        "emit_heartbeats_enabled = false",
-    );
-    let started = Instant::now();
-    let mut kmirror = Kmirror::start(&config, &dir.path().join("kmirror.log"));
-    let done = count_until(&backup.addr, "primary.bench", n, Duration::from_secs(600));
-    let took = done - started;
-    let rss = kmirror.pid().and_then(peak_rss_kib);
-    println!(
-        "kmirror (process start to last record readable on the target): {n} records in {took:.2?} = {:.0} records/s; peak RSS {} MiB",
-        n as f64 / took.as_secs_f64(),
-        rss.map_or("?".to_string(), |k| (k / 1024).to_string())
-    );
-    assert_eq!(kmirror.stop(), Some(0));
 }

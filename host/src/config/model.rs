@@ -204,6 +204,10 @@ pub struct FlowConfig {
     /// How long a graceful stop waits for records in flight before it stores progress.
     #[serde(default = "default_shutdown_timeout", with = "humantime_serde")]
     pub shutdown_timeout: Duration,
+    /// Replication tasks (consumer-group members, each with its own clients) per instance
+    /// (default: the number of CPUs, at most 4).
+    #[serde(default)]
+    pub replication_tasks: Option<u32>,
     /// How long a cluster may be unreachable before the flow reports itself degraded.
     #[serde(default = "default_unreachable_after", with = "humantime_serde")]
     pub unreachable_after: Duration,

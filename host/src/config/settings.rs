@@ -33,7 +33,12 @@ pub struct FlowSettings {
     pub shutdown_timeout: Duration,
     /// How long a cluster may be unreachable before the flow is degraded.
     pub unreachable_after: Duration,
+    /// Replication tasks (group members) per instance.
+    pub replication_tasks: u32,
 }
+
+/// The most replication tasks one flow may have per instance.
+pub const MAX_REPLICATION_TASKS: u32 = 8;
 
 /// How checkpoints and group offset sync run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +108,14 @@ impl FlowSettings {
                 message: "must be between 1s and 300s".into(),
             });
         }
+        if c.replication_tasks
+            .is_some_and(|n| !(1..=MAX_REPLICATION_TASKS).contains(&n))
+        {
+            errors.push(SettingError {
+                key: "replication_tasks",
+                message: format!("must be between 1 and {MAX_REPLICATION_TASKS}"),
+            });
+        }
         if c.offset_lag_max == 0 {
             errors.push(SettingError {
                 key: "offset_lag_max",
@@ -146,6 +159,9 @@ impl FlowSettings {
             session_timeout: c.session_timeout,
             shutdown_timeout,
             unreachable_after,
+            replication_tasks: c.replication_tasks.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, |n| n.get().min(4) as u32)
+            }),
         })
     }
 }

@@ -78,16 +78,20 @@ pub async fn run(
         ..ReplicatorSettings::new(&name, &progress_group(src, dst), &topics.offset_syncs)
     };
     let clusters = [source.clone(), target.clone(), syncs_cluster.clone()];
-    tasks.spawn(
-        "replication",
-        replication::run_restarting(
-            clusters,
+    for member in 0..fs.replication_tasks {
+        let settings = ReplicatorSettings {
+            member,
+            ..settings.clone()
+        };
+        let run = replication::run_restarting(
+            clusters.clone(),
             settings,
             routes.clone(),
             stop.clone(),
             telemetry.clone(),
-        ),
-    );
+        );
+        tasks.spawn("replication", run);
+    }
     if let Some(cp) = flow.settings.checkpoints {
         let store = Arc::new(SharedStore::default());
         let reader = offset_syncs::reader::run(

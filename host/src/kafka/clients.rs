@@ -121,3 +121,22 @@ pub fn cached_watermarks<C: ClientContext>(
     (err == rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0)
         .then_some((low, high))
 }
+
+/// The generation of the consumer group `consumer` last joined, if it is in one.
+pub fn group_generation<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+) -> Option<i32> {
+    use rdkafka::consumer::Consumer;
+    // SAFETY: the pointer is valid while `consumer` is borrowed; the metadata returned is
+    // owned here and destroyed before returning.
+    unsafe {
+        let metadata =
+            rdkafka_sys::rd_kafka_consumer_group_metadata(consumer.client().native_ptr());
+        if metadata.is_null() {
+            return None;
+        }
+        let generation = rdkafka_sys::rd_kafka_consumer_group_metadata_generation_id(metadata);
+        rdkafka_sys::rd_kafka_consumer_group_metadata_destroy(metadata);
+        (generation >= 0).then_some(generation)
+    }
+}

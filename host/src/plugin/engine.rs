@@ -6,7 +6,8 @@ use crate::policy::PluginError;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Engine, ResourceLimiter};
@@ -229,17 +230,37 @@ fn deny_waiting(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
+/// The epoch ticker's state: it ticks only while a call is running, so an idle host costs
+/// nothing.
+struct Ticker {
+    stop: AtomicBool,
+    active: AtomicUsize,
+    thread: OnceLock<std::thread::Thread>,
+}
+
+/// Keeps the epoch ticking while a guest runs.
+pub(crate) struct Busy<'a>(&'a Ticker);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 struct Inner {
     engine: Engine,
     linker: Linker<HostState>,
     limits: Limits,
     cache: Option<ComponentCache>,
-    stop_ticker: Arc<AtomicBool>,
+    ticker: Arc<Ticker>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        self.stop_ticker.store(true, Ordering::Relaxed);
+        self.ticker.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.ticker.thread.get() {
+            t.unpark();
+        }
     }
 }
 
@@ -257,29 +278,49 @@ impl PluginHost {
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         deny_waiting(&mut linker).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
 
-        let stop_ticker = Arc::new(AtomicBool::new(false));
-        let (ticker_engine, stop) = (engine.clone(), stop_ticker.clone());
-        std::thread::Builder::new()
+        let ticker = Arc::new(Ticker {
+            stop: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            thread: OnceLock::new(),
+        });
+        let (ticker_engine, t) = (engine.clone(), ticker.clone());
+        let handle = std::thread::Builder::new()
             .name("kmirror-epoch".into())
             .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
+                while !t.stop.load(Ordering::Relaxed) {
+                    if t.active.load(Ordering::Acquire) == 0 {
+                        std::thread::park_timeout(Duration::from_secs(1));
+                        continue;
+                    }
                     std::thread::sleep(EPOCH_TICK);
                     ticker_engine.increment_epoch();
                 }
             })
             .map_err(|e| PluginError::Engine(format!("cannot start the epoch ticker: {e}")))?;
+        let _ = ticker.thread.set(handle.thread().clone());
         Ok(PluginHost(Arc::new(Inner {
             engine,
             linker,
             limits,
             cache,
-            stop_ticker,
+            ticker,
         })))
     }
 
     /// The limits every instance gets.
     pub fn limits(&self) -> Limits {
         self.0.limits
+    }
+
+    /// Keeps the epoch ticking until the guard is dropped (around every guest call).
+    pub(crate) fn busy(&self) -> Busy<'_> {
+        let t = &self.0.ticker;
+        if t.active.fetch_add(1, Ordering::AcqRel) == 0 {
+            if let Some(thread) = t.thread.get() {
+                thread.unpark();
+            }
+        }
+        Busy(t)
     }
 
     pub(crate) fn engine(&self) -> &Engine {

@@ -128,6 +128,7 @@ impl<G: RoleGuest> RoleInstance<G> {
 
     fn start(&self) -> Result<Live<G>, PluginError> {
         let host = &self.loaded.host;
+        let _ticking = host.busy();
         let mut store = Store::new(host.engine(), HostState::new(host.limits()));
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(host.limits().deadline_ticks());
@@ -174,6 +175,7 @@ impl<G: RoleGuest> RoleInstance<G> {
         f: impl FnOnce(&G, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, PluginError> {
         let mut slot = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ticking = self.loaded.host.busy();
         let live = match slot.as_mut() {
             Some(live) => live,
             None => slot.insert(self.start()?),

@@ -1,4 +1,5 @@
-//! The writer's syncs on their way to the offset-syncs topic, from the data plane's thread:
+//! The writer's syncs on their way to the offset-syncs topic, from the data plane's thread
+//! (which also serves their delivery reports: no thread of their own):
 //! at most a few in flight (only the newest pending sync per partition matters while the
 //! topic is slow), the rest queued in the writer, where only what exact translation needs
 //! is kept.
@@ -9,7 +10,7 @@ use crate::flow::telemetry::{Counter, FlowTelemetry};
 use crate::kafka::{Cluster, KafkaError};
 use rdkafka::ClientContext;
 use rdkafka::message::{DeliveryResult, Header, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,7 +49,7 @@ pub struct SyncSender {
     writer: OffsetSyncWriter<PartitionKey>,
     names: HashMap<PartitionKey, (Arc<str>, i32)>,
     retired: Vec<PartitionKey>,
-    producer: ThreadedProducer<SyncDeliveries>,
+    producer: BaseProducer<SyncDeliveries>,
     topic: String,
 }
 
@@ -68,7 +69,7 @@ impl SyncSender {
             writer,
             names: HashMap::new(),
             retired: Vec::new(),
-            producer: cluster.threaded_producer(&[], context)?,
+            producer: cluster.base_producer(&[], context)?,
             topic: topic.to_string(),
         })
     }
@@ -98,6 +99,14 @@ impl SyncSender {
         self.writer.forget(&key);
         self.retired.push(key);
         self.pump();
+    }
+
+    /// Serves the syncs' delivery reports (the data plane's loop calls it), then sends more.
+    pub fn poll(&mut self) {
+        self.producer.poll(Duration::ZERO);
+        if self.writer.has_pending() {
+            self.pump();
+        }
     }
 
     /// Sends what fits in flight now.
@@ -169,7 +178,7 @@ impl SyncSender {
             if !self.writer.has_pending() || left.is_zero() {
                 break;
             }
-            let _ = self.producer.flush(left.min(Duration::from_millis(100)));
+            self.producer.poll(left.min(Duration::from_millis(20)));
         }
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let _ = self.producer.flush(left);

@@ -10,7 +10,8 @@ use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::ProducerContext;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 /// One delivery report: the partition's slot key and the target offset, or the error.
 #[derive(Debug, Clone, Copy)]
@@ -21,16 +22,26 @@ pub struct Delivered {
     pub result: Result<i64, RDKafkaErrorCode>,
 }
 
-/// Collects the target producer's delivery reports.
+/// Collects the target producer's delivery reports (on the producer's own polling
+/// thread) for the replicator's loop.
 #[derive(Default)]
 pub struct Deliveries {
     queue: Mutex<Vec<Delivered>>,
+    arrived: Condvar,
 }
 
 impl Deliveries {
-    /// Moves the reports collected so far into `into`.
-    pub fn take(&self, into: &mut Vec<Delivered>) {
+    /// Moves the reports collected so far into `into`, waiting up to `timeout` for one if
+    /// there is none.
+    pub fn take(&self, into: &mut Vec<Delivered>, timeout: Duration) {
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.is_empty() && !timeout.is_zero() {
+            queue = self
+                .arrived
+                .wait_timeout(queue, timeout)
+                .map(|(q, _)| q)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
         into.append(&mut queue);
     }
 }
@@ -52,6 +63,7 @@ impl ProducerContext for Deliveries {
                 key: key as u64,
                 result,
             });
+        self.arrived.notify_one();
     }
 }
 

@@ -10,11 +10,14 @@ use super::progress::InFlight;
 use super::table::{Hold, SlotKey, Table};
 use crate::flow::Routes;
 use crate::flow::offset_syncs::sender::SyncSender;
-use crate::flow::telemetry::{Counter, FlowTelemetry, PartitionStatus, Paused, now_ms};
+use crate::flow::telemetry::{
+    Counter, FlowTelemetry, MemberStatus, PartitionStatus, Paused, now_ms,
+};
 use crate::kafka::clients::cached_watermarks;
+use crate::kafka::clients::group_generation;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,7 +42,7 @@ const REVOKE_DRAIN: Duration = Duration::from_secs(10);
 /// The data plane's state.
 pub struct Core {
     settings: ReplicatorSettings,
-    producer: BaseProducer<Deliveries>,
+    producer: ThreadedProducer<Deliveries>,
     syncs: SyncSender,
     table: Table,
     routes: Routes,
@@ -65,7 +68,7 @@ impl Core {
     /// `syncs`.
     pub fn new(
         settings: ReplicatorSettings,
-        producer: BaseProducer<Deliveries>,
+        producer: ThreadedProducer<Deliveries>,
         syncs: SyncSender,
         telemetry: Arc<FlowTelemetry>,
     ) -> Self {
@@ -200,11 +203,12 @@ impl Core {
         }
     }
 
-    /// Serves the producer's delivery reports, waiting up to `timeout` for one.
+    /// Handles the producer's delivery reports (collected on its own thread), waiting up to
+    /// `timeout` for one.
     pub fn poll_producer(&mut self, consumer: &Member, timeout: Duration) {
-        self.producer.poll(timeout);
+        self.syncs.poll();
         let mut delivered = std::mem::take(&mut self.delivered);
-        self.producer.context().take(&mut delivered);
+        self.producer.context().take(&mut delivered, timeout);
         let now = now_ms();
         for d in delivered.drain(..) {
             self.in_flight = self.in_flight.saturating_sub(1);
@@ -238,6 +242,12 @@ impl Core {
             }
         }
         self.delivered = delivered;
+        if self.records > 0 {
+            self.telemetry
+                .add(Counter::Records, std::mem::take(&mut self.records));
+            self.telemetry
+                .add(Counter::Bytes, std::mem::take(&mut self.bytes));
+        }
     }
 
     /// The group assigned `tpl` to this instance.
@@ -490,12 +500,15 @@ impl Core {
                 .or_default()
                 .insert(p.partition, status);
         }
-        let oldest_ms = oldest.map(|o| now.saturating_duration_since(o).as_millis() as i64);
-        let rebalances = self.rebalances;
+        let member = MemberStatus {
+            partitions,
+            oldest_unacked_ms: oldest.map(|o| now.saturating_duration_since(o).as_millis() as i64),
+            rebalances: self.rebalances,
+            generation: group_generation(consumer),
+        };
+        let index = self.settings.member;
         self.telemetry.update(|s| {
-            s.partitions = partitions;
-            s.oldest_unacked_ms = oldest_ms;
-            s.rebalances = rebalances;
+            s.publish_member(index, Some(member));
             s.replicator_restarting = None;
         });
     }

@@ -64,6 +64,8 @@ pub struct ReplicatorSettings {
     pub drain_timeout: Duration,
     /// The group session timeout: how soon a dead instance's partitions move.
     pub session_timeout: Duration,
+    /// Which of the instance's replication tasks (group members) this is.
+    pub member: u32,
 }
 
 impl ReplicatorSettings {
@@ -81,6 +83,7 @@ impl ReplicatorSettings {
             retry_paused_every: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(10),
             session_timeout: Duration::from_secs(10),
+            member: 0,
         }
     }
 }

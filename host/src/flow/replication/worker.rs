@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 /// How long `poll` waits for a record when nothing else is due.
 const POLL: Duration = Duration::from_millis(50);
 /// How long a held record waits for room before the flowing partitions are paused.
-const HOLD_BEFORE_PAUSE: Duration = Duration::from_secs(1);
+const HOLD_BEFORE_PAUSE: Duration = Duration::from_secs(2);
 /// Delivery reports are served at least every this many records.
 const REPORTS_EVERY: u32 = 256;
 
@@ -96,6 +96,24 @@ impl Committer {
     }
 }
 
+/// Liveness names of the replication tasks.
+const LOOP_NAMES: [&str; 8] = [
+    "replication",
+    "replication-1",
+    "replication-2",
+    "replication-3",
+    "replication-4",
+    "replication-5",
+    "replication-6",
+    "replication-7",
+];
+
+impl WorkerContext {
+    fn loop_name(&self) -> &'static str {
+        LOOP_NAMES[(self.settings.member as usize).min(LOOP_NAMES.len() - 1)]
+    }
+}
+
 fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
     core.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -130,7 +148,7 @@ fn member(ctx: &WorkerContext, core: Arc<Mutex<Core>>) -> Result<Member, Replica
 /// producer becomes unusable.
 pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     let s = &ctx.settings;
-    let producer = ctx.target.base_producer(
+    let producer = ctx.target.threaded_producer(
         &[
             ("queue.buffering.max.messages", "100000"),
             ("queue.buffering.max.kbytes", "65536"),
@@ -229,12 +247,14 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
                 }
             }
             next_tick = now + flush;
-            ctx.telemetry.tick("replication", flush);
+            ctx.telemetry.tick(ctx.loop_name(), flush);
         }
     }
     drop(held);
     stop(&consumer, &core, &committer, drain_timeout);
-    ctx.telemetry.loop_ended("replication");
+    ctx.telemetry.loop_ended(ctx.loop_name());
+    let member = ctx.settings.member;
+    ctx.telemetry.update(|s| s.publish_member(member, None));
     Ok(())
 }
 

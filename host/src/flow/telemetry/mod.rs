@@ -7,7 +7,9 @@ pub mod latency;
 pub mod status;
 
 pub use latency::LatencyHistogram;
-pub use status::{FlowStatus, Health, Millis, PartitionStatus, Paused, Unreachable, now_ms};
+pub use status::{
+    FlowStatus, Health, MemberStatus, Millis, PartitionStatus, Paused, Unreachable, now_ms,
+};
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;

@@ -44,6 +44,19 @@ pub struct PartitionStatus {
     pub paused: Option<Paused>,
 }
 
+/// What one replication task of this instance (one group member) reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MemberStatus {
+    /// Topic -> partition -> status, for the partitions this member owns.
+    pub partitions: BTreeMap<String, BTreeMap<i32, PartitionStatus>>,
+    /// How long its oldest record in flight has waited for the target, in ms.
+    pub oldest_unacked_ms: Option<i64>,
+    /// How many times partitions were assigned to or revoked from it.
+    pub rebalances: u64,
+    /// The consumer group generation it last joined in.
+    pub generation: Option<i32>,
+}
+
 /// A cluster the flow could not reach.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Unreachable {
@@ -84,6 +97,8 @@ pub struct FlowStatus {
     pub unreachable: BTreeMap<String, Unreachable>,
     /// How many times partitions were assigned to or revoked from this instance.
     pub rebalances: u64,
+    /// Each replication task (group member) of this instance.
+    pub members: BTreeMap<u32, MemberStatus>,
     /// Liveness: each loop's last turn and how often it turns.
     #[serde(skip)]
     pub loops: BTreeMap<&'static str, (Instant, Duration)>,
@@ -106,6 +121,33 @@ pub struct Health {
 const DEAD_AFTER_PERIODS: u32 = 5;
 
 impl FlowStatus {
+    /// Records what member `index` reports, and the instance-wide totals derived from it.
+    pub fn publish_member(&mut self, index: u32, member: Option<MemberStatus>) {
+        match member {
+            Some(m) => {
+                self.members.insert(index, m);
+            }
+            None => {
+                self.members.remove(&index);
+            }
+        }
+        self.partitions = BTreeMap::new();
+        for m in self.members.values() {
+            for (topic, ps) in &m.partitions {
+                self.partitions
+                    .entry(topic.clone())
+                    .or_default()
+                    .extend(ps.iter().map(|(p, s)| (*p, s.clone())));
+            }
+        }
+        self.oldest_unacked_ms = self
+            .members
+            .values()
+            .filter_map(|m| m.oldest_unacked_ms)
+            .max();
+        self.rebalances = self.members.values().map(|m| m.rebalances).sum();
+    }
+
     /// The health at `now`, with clusters and the target counted unreachable after
     /// `unreachable_after`.
     pub fn health(&self, now: Instant, now_ms: Millis, unreachable_after: Duration) -> Health {
