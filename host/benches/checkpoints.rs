@@ -1,5 +1,8 @@
-//! Checkpoints emitted per second at 1,000 group-partitions (100 groups x 10 partitions),
-//! end to end on two local brokers with the real `kmirror` binary.
+//! Checkpoints for 10,000 group-partitions (1,000 groups x 10 partitions) per pass, end to
+//! end on two local brokers with the real `kmirror` binary: the committed offsets of all
+//! groups come from one admin client (ListConsumerGroupOffsets, all requests in flight
+//! together); reported: time until all are visible, each pass's duration, and kmirror's
+//! peak RSS and thread count (no client per group).
 //!
 //! `cargo xtask plugins && cargo bench -p kmirror --bench checkpoints`
 
@@ -17,7 +20,7 @@ fn groups() -> usize {
     std::env::var("CHECKPOINT_GROUPS")
         .ok()
         .and_then(|g| g.parse().ok())
-        .unwrap_or(100)
+        .unwrap_or(1000)
 }
 
 fn main() {
@@ -89,8 +92,17 @@ fn main() {
         .logs()
         .lines()
         .filter(|l| l.contains("checkpoint pass"))
+        .take(6)
     {
         println!("  {line}");
+    }
+    if let Some(pid) = kmirror.pid() {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        for key in ["VmHWM:", "Threads:"] {
+            if let Some(l) = status.lines().find(|l| l.starts_with(key)) {
+                println!("  kmirror {l}");
+            }
+        }
     }
     assert_eq!(kmirror.stop(), Some(0));
 }

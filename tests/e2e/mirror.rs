@@ -341,3 +341,53 @@ fn status_reports_mirrored_topics_and_syncs_can_live_on_the_target() {
     );
     assert_eq!(kmirror.stop(), Some(0), "log:\n{}", kmirror.logs());
 }
+
+#[test]
+fn compressed_topics_are_mirrored_and_the_target_traffic_is_compressed_as_configured() {
+    let primary = Broker::start();
+    let (backup, proxy) = Broker::behind_proxy();
+    // The source topic is written zstd-compressed.
+    let src = Client::with(&primary.addr, &[("compression.type", "zstd")]);
+    src.create_topic("logs", 2);
+    let value = vec![b'a'; 1024];
+    const N: usize = 2000;
+    for i in 0..N {
+        src.produce(
+            "logs",
+            (i % 2) as i32,
+            format!("{i}").as_bytes(),
+            &value,
+            &[],
+            1_700_000_000_000,
+        );
+    }
+    src.flush();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        "emit_heartbeats_enabled = false\nemit_checkpoints_enabled = false",
+    );
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = format!("{text}\n[clusters.backup.librdkafka]\n\"compression.type\" = \"zstd\"\n");
+    std::fs::write(&config, text).expect("config");
+    let before = proxy.upstream_bytes();
+    let mut kmirror = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let dst = Client::new(&backup.addr);
+    let recs = dst.read_all("primary.logs", 2, N, T);
+    assert_eq!(recs.len(), N, "log:\n{}", kmirror.logs());
+    assert!(
+        recs.iter()
+            .all(|r| r.value.as_deref() == Some(value.as_slice())),
+        "values intact"
+    );
+    let sent = proxy.upstream_bytes() - before;
+    let raw = (N * value.len()) as u64;
+    eprintln!("FIGURES zstd: {raw} bytes of values went to the target as {sent} bytes on the wire");
+    assert!(
+        sent < raw / 10,
+        "the target traffic is compressed: {sent} bytes on the wire for {raw} bytes of values"
+    );
+    assert_eq!(kmirror.stop(), Some(0));
+}

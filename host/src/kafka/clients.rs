@@ -20,7 +20,7 @@ const PRODUCER_DEFAULTS: [(&str, &str); 2] = [("linger.ms", "5"), ("compression.
 const PRODUCER_GUARANTEES: [(&str, &str); 2] = [("enable.idempotence", "true"), ("acks", "all")];
 
 impl Cluster {
-    fn producer_config(&self, extra: &[(&str, &str)]) -> ClientConfig {
+    pub(crate) fn producer_config(&self, extra: &[(&str, &str)]) -> ClientConfig {
         let mut config = self.config_with(&PRODUCER_GUARANTEES);
         for (k, v) in PRODUCER_DEFAULTS {
             if config.get(k).is_none() {

@@ -5,12 +5,14 @@
 //! - this module: [`ClusterSettings`], [`Cluster`] and [`KafkaError`];
 //! - [`clients`]: producers and consumers with kmirror's guarantees;
 //! - [`admin`]: topics, partitions, configs, consumer groups and their offsets;
+//! - [`groups`]: committed offsets of many groups at once, from the one admin client;
 //! - [`internal`]: writing to and reading back the single-partition internal topics
 //!   (offset syncs, checkpoints, heartbeats);
 //! - [`secrets`]: properties shown by an allow-list, error text scrubbed, offline checks.
 
 pub mod admin;
 pub mod clients;
+pub mod groups;
 pub mod internal;
 pub mod secrets;
 
@@ -204,6 +206,27 @@ mod tests {
             ("sasl.password", "p"),
         ]);
         assert!(r.is_ok(), "{:?}", r.err());
+    }
+
+    #[test]
+    fn every_compression_codec_is_built_in_and_reaches_the_producer() {
+        for codec in ["gzip", "snappy", "lz4", "zstd"] {
+            let c = cluster(&[("compression.type", codec)]).expect("cluster");
+            let _ = c
+                .producer(&[])
+                .unwrap_or_else(|e| panic!("{codec} is not built in: {e}"));
+            assert_eq!(
+                c.producer_config(&[]).get("compression.type"),
+                Some(codec),
+                "the user's codec wins"
+            );
+        }
+        let c = cluster(&[]).expect("cluster");
+        assert_eq!(
+            c.producer_config(&[]).get("compression.type"),
+            Some("none"),
+            "kmirror's default"
+        );
     }
 
     #[test]

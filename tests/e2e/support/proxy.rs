@@ -11,6 +11,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 struct State {
+    /// Bytes sent from clients to the upstream.
+    upstream_bytes: std::sync::atomic::AtomicU64,
     cut: AtomicBool,
     stop: AtomicBool,
     open: Mutex<Vec<TcpStream>>,
@@ -24,7 +26,7 @@ pub struct Proxy {
     acceptor: Option<JoinHandle<()>>,
 }
 
-fn pipe(mut from: TcpStream, mut to: TcpStream, state: Arc<State>) {
+fn pipe(mut from: TcpStream, mut to: TcpStream, state: Arc<State>, upstream: bool) {
     let mut buf = [0u8; 64 * 1024];
     loop {
         match from.read(&mut buf) {
@@ -32,6 +34,9 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, state: Arc<State>) {
             Ok(n) => {
                 if state.cut.load(Ordering::Acquire) || to.write_all(&buf[..n]).is_err() {
                     break;
+                }
+                if upstream {
+                    state.upstream_bytes.fetch_add(n as u64, Ordering::Relaxed);
                 }
             }
         }
@@ -46,6 +51,7 @@ impl Proxy {
         let listener = TcpListener::bind(listen).expect("proxy listen");
         let addr = listener.local_addr().expect("addr").to_string();
         let state = Arc::new(State {
+            upstream_bytes: std::sync::atomic::AtomicU64::new(0),
             cut: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             open: Mutex::new(Vec::new()),
@@ -76,9 +82,9 @@ impl Proxy {
                 let (c, sv) = (client.try_clone(), server.try_clone());
                 if let (Ok(c), Ok(sv)) = (c, sv) {
                     let st = s.clone();
-                    std::thread::spawn(move || pipe(c, sv, st));
+                    std::thread::spawn(move || pipe(c, sv, st, true));
                     let st = s.clone();
-                    std::thread::spawn(move || pipe(server, client, st));
+                    std::thread::spawn(move || pipe(server, client, st, false));
                 }
             }
         });
@@ -95,6 +101,11 @@ impl Proxy {
         for c in self.state.open.lock().expect("lock").drain(..) {
             let _ = c.shutdown(Shutdown::Both);
         }
+    }
+
+    /// Bytes clients sent to the upstream so far.
+    pub fn upstream_bytes(&self) -> u64 {
+        self.state.upstream_bytes.load(Ordering::Relaxed)
     }
 
     /// Lets connections through again.

@@ -143,9 +143,7 @@ pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
         cp.ctx
             .telemetry
             .update(|s| s.last_checkpoint_pass_ms = Some(crate::flow::telemetry::now_ms()));
-        if count > 0 {
-            tracing::debug!(flow = %cp.ctx.telemetry.flow, groups = cp.accepted.len(), checkpoints = count, took = ?started.elapsed(), "checkpoint pass");
-        }
+        tracing::debug!(flow = %cp.ctx.telemetry.flow, groups = cp.accepted.len(), checkpoints = count, took = ?started.elapsed(), "checkpoint pass");
         if let Some(every) = cp.ctx.settings.sync_group_offsets {
             if cp.synced_at.is_none_or(|t| t.elapsed() >= every) {
                 cp.synced_at = Some(Instant::now());
@@ -219,7 +217,12 @@ impl Checkpointer {
             }
         };
         match self.ctx.plugins.accept_groups(names).await {
-            Ok(accepted) => self.accepted = accepted,
+            Ok(accepted) => {
+                // Clients of groups no longer accepted (or gone) are released.
+                self.clients
+                    .retain(|(_, g), _| g == OWN_GROUP_PREFIX || accepted.contains(g));
+                self.accepted = accepted;
+            }
             Err(e) => self.ctx.telemetry.note_error("group filter", e.kind(), &e),
         }
     }
@@ -243,22 +246,33 @@ impl Checkpointer {
         let Some(ends) = ends else {
             return Vec::new();
         };
+        // Every accepted group's committed offsets, from the one admin client.
+        let offsets = match self.ctx.source.committed_of_groups(&self.accepted).await {
+            Ok(o) => o,
+            Err(e) => {
+                self.ctx
+                    .telemetry
+                    .note_error("read source group offsets", e.kind(), &e);
+                return Vec::new();
+            }
+        };
         let mut out = Vec::new();
-        for group in self.accepted.clone() {
-            let Some(client) = self.client(false, &group) else {
-                continue;
-            };
-            let committed = match self
-                .ctx
-                .source
-                .committed(&client, &group, &partitions)
-                .await
-            {
-                Ok(c) => c,
+        for (group, committed) in offsets {
+            let committed: Vec<_> = match committed {
+                Ok(c) => c
+                    .into_iter()
+                    .filter(|c| {
+                        routes
+                            .get(&c.topic)
+                            .is_some_and(|r| c.partition < r.partitions)
+                    })
+                    .collect(),
                 Err(e) => {
-                    self.ctx
-                        .telemetry
-                        .note_error("read source group offsets", e.kind(), &e);
+                    self.ctx.telemetry.note_error(
+                        "read source group offsets",
+                        "kafka",
+                        &format!("group {group}: {e}"),
+                    );
                     continue;
                 }
             };
