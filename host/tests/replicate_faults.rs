@@ -534,3 +534,134 @@ async fn a_read_that_cannot_reach_the_end_says_so() {
     .expect("opened");
     assert!(!read.complete, "the fetches fail: the read is incomplete");
 }
+
+/// The partitions of `orders` a replicator's telemetry says it owns.
+fn owned(t: &FlowTelemetry) -> usize {
+    t.status().partitions.get("orders").map_or(0, |p| p.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_handed_over_is_drained_and_committed_first() {
+    let (source, target) = mocks();
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || produce(&servers, "orders", 0..3000))
+        .await
+        .expect("produce");
+    let a = start(&source, &target);
+    wait_until(
+        "the first member owns both partitions",
+        Duration::from_secs(60),
+        || owned(&a.telemetry) == 2,
+    )
+    .await;
+    // More records arrive while the second member joins and takes a partition.
+    let servers = source.bootstrap_servers();
+    let feed = tokio::task::spawn_blocking(move || produce(&servers, "orders", 3000..6000));
+    let b = start(&source, &target);
+    wait_until(
+        "the partitions split between the members",
+        Duration::from_secs(60),
+        || owned(&a.telemetry) == 1 && owned(&b.telemetry) == 1,
+    )
+    .await;
+    feed.await.expect("produce");
+    // Progress never moves backwards across the handover.
+    let servers = source.bootstrap_servers();
+    let mut last = BTreeMap::new();
+    let t = target.bootstrap_servers();
+    let seen = tokio::task::spawn_blocking(move || {
+        let mut seen = BTreeMap::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            for (p, o) in committed_progress(&servers) {
+                let before = last.insert(p, o).unwrap_or(0);
+                assert!(
+                    o >= before,
+                    "partition {p}: progress went back from {before} to {o}"
+                );
+            }
+            seen = count_ids(&t, "primary.orders", 6000, Duration::from_secs(2));
+            if seen.len() == 6000 {
+                break;
+            }
+        }
+        seen
+    })
+    .await
+    .expect("read");
+    a.shutdown.cancel();
+    b.shutdown.cancel();
+    a.task.await.expect("join").expect("a clean stop");
+    b.task.await.expect("join").expect("a clean stop");
+    for i in 0..6000 {
+        assert!(seen.contains_key(&format!("id-{i}")), "id-{i} lost");
+    }
+    let dupes: usize = seen.values().map(|c| c - 1).sum();
+    assert_eq!(
+        dupes, 0,
+        "the revoked partition's records were drained and committed before it moved"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_lost_its_partitions_cannot_commit_them() {
+    use rdkafka::consumer::{CommitMode, DefaultConsumerContext};
+    let (source, _target) = mocks();
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || {
+        let member = |name: &str| -> BaseConsumer<DefaultConsumerContext> {
+            ClientConfig::new()
+                .set("bootstrap.servers", &servers)
+                .set("group.id", "fenced")
+                .set("client.id", name)
+                .set("enable.auto.commit", "false")
+                .set("session.timeout.ms", "6000")
+                .set("max.poll.interval.ms", "6000")
+                .set("partition.assignment.strategy", "cooperative-sticky")
+                .create()
+                .expect("member")
+        };
+        let a = member("a");
+        a.subscribe(&["orders"]).expect("subscribe");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while a.assignment().map_or(0, |t| t.count()) == 0 {
+            assert!(Instant::now() < deadline, "a got no assignment");
+            a.poll(Duration::from_millis(100));
+        }
+        let mut offsets = TopicPartitionList::new();
+        offsets
+            .add_partition_offset("orders", 0, Offset::Offset(7))
+            .expect("tpl");
+        a.commit(&offsets, CommitMode::Sync)
+            .expect("a member commits its partition");
+        // A stops serving its membership (a zombie: stuck, or cut off); B joins meanwhile.
+        let b = member("b");
+        b.subscribe(&["orders"]).expect("subscribe");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while b.assignment().map_or(0, |t| t.count()) < 2 {
+            assert!(Instant::now() < deadline, "b never got both partitions");
+            b.poll(Duration::from_millis(100));
+        }
+        let mut zombie = TopicPartitionList::new();
+        zombie
+            .add_partition_offset("orders", 0, Offset::Offset(3))
+            .expect("tpl");
+        assert!(
+            a.commit(&zombie, CommitMode::Sync).is_err(),
+            "the zombie's commit is refused"
+        );
+        let got = b.committed(Duration::from_secs(10)).expect("committed");
+        let p0 = got
+            .elements()
+            .iter()
+            .find(|e| e.partition() == 0)
+            .map(|e| e.offset());
+        assert_eq!(
+            p0,
+            Some(Offset::Offset(7)),
+            "the zombie did not move progress back"
+        );
+    })
+    .await
+    .expect("fencing");
+}

@@ -9,14 +9,18 @@
 //!   (`MirrorCheckpointTask`).
 //! - [`group_sync`]: writing translated offsets to idle target groups; also `offsets failover`.
 //! - [`heartbeats`]: heartbeat records (`MirrorHeartbeatTask`).
+//! - [`leadership`]: which instance does the singleton duties, elected through a control
+//!   consumer group; [`duties`]: those duties, started and stopped with leadership.
 //! - [`plugins`]: the flow's plugin roles behind async, batched calls.
 //! - [`telemetry`]: the flow's counters and status, rendered by `/status` and `/metrics`.
 //! - [`supervisor`]: wires one flow's tasks together and watches them (`tasks`).
 
 pub mod checkpoints;
 pub mod discovery;
+pub mod duties;
 pub mod group_sync;
 pub mod heartbeats;
+pub mod leadership;
 pub mod offset_syncs;
 pub mod plugins;
 pub mod replication;

@@ -1,21 +1,17 @@
-//! Wires one flow together and watches it: the internal topics, then discovery,
-//! replication, the offset-sync reader, checkpoints and heartbeats as tasks of one set.
+//! Wires one flow together and watches it: the internal topics, then discovery, the
+//! replication tasks, the leader election and the elected duties as tasks of one set.
 //! A task that panics fails the flow (the other tasks are stopped); it is never lost.
 
-use super::checkpoints::task::CheckpointContext;
 use super::discovery::task::DiscoveryContext;
-use super::offset_syncs::SharedStore;
+use super::duties::{self, DutiesContext};
+use super::leadership::{self, leader_group, leader_topic};
 use super::plugins::FlowPlugins;
 use super::replication::ReplicatorSettings;
 use super::tasks::Tasks;
 use super::telemetry::{Counter, FlowTelemetry};
-use super::{
-    FlowError, Routes, checkpoints, discovery, heartbeats, offset_syncs, progress_group,
-    replication, retry,
-};
+use super::{FlowError, Routes, discovery, progress_group, replication, retry};
 use crate::config::{ResolvedFlow, SyncsLocation};
 use crate::kafka::Cluster;
-use crate::kafka::internal::InternalWriter;
 use crate::policy::PluginError;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -92,52 +88,39 @@ pub async fn run(
         );
         tasks.spawn("replication", run);
     }
-    if let Some(cp) = flow.settings.checkpoints {
-        let store = Arc::new(SharedStore::default());
-        let reader = offset_syncs::reader::run(
-            syncs_cluster,
-            topics.offset_syncs.clone(),
-            store.clone(),
-            telemetry.clone(),
-            stop.clone(),
-        );
-        tasks.spawn("offset-sync reader", reader);
-        let ctx = CheckpointContext {
-            source: source.clone(),
-            target: target.clone(),
-            checkpoints_topic: topics.checkpoints.clone(),
-            settings: cp,
-            plugins: plugins.clone(),
-            store,
-            routes: routes.clone(),
-            telemetry: telemetry.clone(),
-        };
-        let (target, stop, telemetry) = (target.clone(), stop.clone(), telemetry.clone());
-        tasks.spawn("checkpoints", async move {
-            let created = retry("create the checkpoints topic", &telemetry, &stop, || {
-                target.ensure_internal_topic(&ctx.checkpoints_topic, rf)
-            });
-            if created.await.is_some() {
-                checkpoints::task::run(ctx, stop).await;
-            }
-        });
+    // Elected duties: on the one instance that holds the control group's partition.
+    let (leader_tx, leader) = watch::channel(false);
+    let groups = (leader_group(src, dst), leader_topic(dst));
+    let created = retry("create the control topic", &telemetry, &stop, || {
+        source.ensure_internal_topic(&groups.1, rf)
+    });
+    if created.await.is_none() {
+        return Ok(());
     }
-    if let Some(every) = flow.settings.heartbeats {
-        let (target, stop, telemetry) = (target.clone(), stop.clone(), telemetry.clone());
-        let (source_alias, target_alias) = (src.clone(), dst.clone());
-        tasks.spawn("heartbeats", async move {
-            let created = retry("create the heartbeats topic", &telemetry, &stop, || {
-                target.ensure_internal_topic(&topics.heartbeats, rf)
-            });
-            if created.await.is_none() {
-                return;
-            }
-            match InternalWriter::new(&target, &topics.heartbeats) {
-                Ok(out) => heartbeats::run(out, source_alias, target_alias, every, telemetry, stop).await,
-                Err(e) => tracing::error!(flow = %telemetry.flow, error = %e, "heartbeats disabled: cannot create a producer"),
-            }
-        });
-    }
+    let election = leadership::run(
+        source.clone(),
+        name.clone(),
+        groups,
+        fs.session_timeout,
+        leader_tx,
+        telemetry.clone(),
+        stop.clone(),
+    );
+    tasks.spawn("leader election", election);
+    let duties = DutiesContext {
+        flow: flow.clone(),
+        source: source.clone(),
+        target: target.clone(),
+        syncs_cluster,
+        topics: topics.clone(),
+        plugins: plugins.clone(),
+        routes: routes.clone(),
+        telemetry: telemetry.clone(),
+    };
+    tasks.spawn(
+        "elected duties",
+        duties::run(duties, leader.clone(), stop.clone()),
+    );
     let ctx = DiscoveryContext {
         source,
         target,
@@ -147,6 +130,7 @@ pub async fn run(
         sync_topic_configs: flow.settings.sync_topic_configs,
         telemetry: telemetry.clone(),
         policy_name: flow.slots.replication_policy.to_string(),
+        leader,
     };
     tasks.spawn(
         "discovery",

@@ -325,6 +325,24 @@ pub fn plan(
     plan
 }
 
+/// The plan of an instance that does not lead the flow: it changes nothing on the target
+/// (the leader does), so it routes only what the target has: a topic still to be created is
+/// left out, a topic still to be grown keeps the target's partitions.
+pub fn without_changes(plan: &mut Plan) {
+    for action in std::mem::take(&mut plan.actions) {
+        match action {
+            Action::CreateTopic { source, .. } => {
+                plan.mirror.remove(&source);
+            }
+            Action::AddPartitions { source, from, .. } => {
+                if let Some(route) = plan.mirror.get_mut(&source) {
+                    route.partitions = from;
+                }
+            }
+        }
+    }
+}
+
 /// A problem in words, for logs and `/status`.
 pub fn describe(problem: &Problem) -> String {
     match problem {

@@ -31,6 +31,8 @@ pub struct DiscoveryContext {
     pub telemetry: Arc<FlowTelemetry>,
     /// The replication policy's name, for messages.
     pub policy_name: String,
+    /// Whether this instance leads the flow (only the leader changes the target).
+    pub leader: watch::Receiver<bool>,
 }
 
 /// Runs discovery until `shutdown`, publishing every change of the routes on `routes`.
@@ -128,6 +130,9 @@ impl Discovery {
             }
         }
         let mut plan = rules::plan(&source, &target, &self.decisions, &self.mirrored);
+        if !*self.ctx.leader.borrow() {
+            rules::without_changes(&mut plan);
+        }
         for (topic, (_, error)) in &self.undecided {
             plan.problems.push(Problem::Undecided {
                 source: topic.clone(),

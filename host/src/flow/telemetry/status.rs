@@ -99,6 +99,9 @@ pub struct FlowStatus {
     pub rebalances: u64,
     /// Each replication task (group member) of this instance.
     pub members: BTreeMap<u32, MemberStatus>,
+    /// Whether this instance leads the flow (discovery's changes, checkpoints, group offset
+    /// sync, heartbeats).
+    pub leader: bool,
     /// Liveness: each loop's last turn and how often it turns.
     #[serde(skip)]
     pub loops: BTreeMap<&'static str, (Instant, Duration)>,

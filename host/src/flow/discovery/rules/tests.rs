@@ -298,3 +298,26 @@ fn a_bad_answer_or_a_trap_skips_that_topic_only() {
         2
     );
 }
+
+#[test]
+fn an_instance_that_does_not_lead_routes_only_what_the_target_has() {
+    let mut p = plan(
+        &snap(&[("new", 2), ("grown", 6), ("same", 1)]),
+        &snap(&[("primary.grown", 4), ("primary.same", 1)]),
+        &mirrored(&[
+            ("new", "primary.new"),
+            ("grown", "primary.grown"),
+            ("same", "primary.same"),
+        ]),
+        &BTreeMap::new(),
+    );
+    assert_eq!(p.actions.len(), 2);
+    without_changes(&mut p);
+    assert!(p.actions.is_empty());
+    assert!(!p.mirror.contains_key("new"), "the leader creates it first");
+    assert_eq!(
+        p.mirror["grown"].partitions, 4,
+        "the target's partitions, until the leader grows it"
+    );
+    assert_eq!(p.mirror["same"].partitions, 1);
+}

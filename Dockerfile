@@ -1,0 +1,29 @@
+# kmirror in a container: `docker build -t kmirror .`, then
+#   docker run -v $PWD/kmirror.toml:/etc/kmirror/kmirror.toml:ro \
+#              -v $PWD/plugins.d:/etc/kmirror/plugins.d:ro -v kmirror-cache:/var/cache/kmirror kmirror
+# The plugin directory and the compile cache are volumes; it runs as an unprivileged user.
+
+# ---- build: the kmirror binary and the reference plugins
+FROM rust:1.95-bookworm AS build
+RUN apt-get update && apt-get install -y --no-install-recommends cmake libssl-dev pkg-config \
+    && rm -rf /var/lib/apt/lists/* \
+    && rustup target add wasm32-unknown-unknown wasm32-wasip2
+WORKDIR /src
+COPY . .
+RUN cargo build --release -p kmirror && cargo xtask plugins
+
+# ---- run
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates libssl3 \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --home-dir /var/cache/kmirror kmirror \
+    && mkdir -p /etc/kmirror/plugins.d /var/cache/kmirror \
+    && chown kmirror /var/cache/kmirror && chmod 700 /var/cache/kmirror
+COPY --from=build /src/target/release/kmirror /usr/local/bin/kmirror
+COPY --from=build /src/target/plugins/ /usr/share/kmirror/plugins/
+ENV KMIRROR_CACHE_DIR=/var/cache/kmirror KMIRROR_LOG=info
+VOLUME ["/etc/kmirror/plugins.d", "/var/cache/kmirror"]
+USER 10001
+EXPOSE 9644
+ENTRYPOINT ["/usr/local/bin/kmirror"]
+CMD ["run", "--config", "/etc/kmirror/kmirror.toml"]
