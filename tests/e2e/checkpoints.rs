@@ -12,7 +12,7 @@
 mod support;
 
 use rdkafka::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -77,45 +77,6 @@ fn records(
     recs
 }
 
-fn group_client(addr: &str, group: &str) -> BaseConsumer {
-    ClientConfig::new()
-        .set("bootstrap.servers", addr)
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("group client")
-}
-
-fn commit(addr: &str, group: &str, topic: &str, offsets: &[(i32, i64)]) {
-    let mut tpl = TopicPartitionList::new();
-    for (p, o) in offsets {
-        tpl.add_partition_offset(topic, *p, Offset::Offset(*o))
-            .expect("tpl");
-    }
-    group_client(addr, group)
-        .commit(&tpl, CommitMode::Sync)
-        .expect("commit");
-}
-
-fn committed(addr: &str, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition(topic, p);
-    }
-    group_client(addr, group)
-        .committed_offsets(tpl, Duration::from_secs(5))
-        .map(|t| {
-            t.elements()
-                .iter()
-                .filter_map(|e| match e.offset() {
-                    Offset::Offset(o) => Some((e.partition(), o)),
-                    _ => None,
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Decodes a Checkpoint independently: key = STRING group, STRING topic, INT32 partition;
 /// value = INT16 version, INT64 upstream, INT64 downstream, STRING metadata.
 fn decode_checkpoint(key: &[u8], value: &[u8]) -> (String, String, i32, i64, i64) {
@@ -149,19 +110,6 @@ fn checkpoints(addr: &str) -> BTreeMap<(String, String, i32), (i64, i64)> {
         out.insert((g, t, p), (up, down));
     }
     out
-}
-
-fn kmirror_cli(args: &[&str]) -> (Option<i32>, String, String) {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
-        .args(args)
-        .env("KMIRROR_LOG", "warn")
-        .output()
-        .expect("kmirror");
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 /// `kmirror offsets SUBCOMMAND --config CFG --flow primary->backup --group GROUP [EXTRA]`.

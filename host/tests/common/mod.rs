@@ -27,9 +27,18 @@ pub fn both_kinds(name: &str) -> [PathBuf; 2] {
     ]
 }
 
-/// The `kmirror` binary under test.
+/// The `kmirror` binary under test. A spawned one dies with the test process
+/// (PR_SET_PDEATHSIG), so a failed assertion never leaves a daemon running.
 pub fn kmirror() -> std::process::Command {
+    use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"));
     cmd.env("KMIRROR_LOG", "warn");
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
     cmd
 }

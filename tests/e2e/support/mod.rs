@@ -10,7 +10,7 @@
 pub mod proxy;
 
 use rdkafka::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
@@ -23,16 +23,22 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Polls `f` every 100 ms until it returns `Some`, or panics after `timeout` with `what`.
-pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+pub fn wait_for<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
+    poll_until(timeout, f)
+        .unwrap_or_else(|| panic!("timed out after {timeout:?} waiting for {what}"))
+}
+
+/// Polls `f` every 100 ms until it returns `Some`; `None` once `timeout` has passed (for
+/// callers that attach logs to the failure).
+pub fn poll_until<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(v) = f() {
-            return v;
+            return Some(v);
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
+        if Instant::now() >= deadline {
+            return None;
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -180,6 +186,14 @@ impl Kmirror {
                 );
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Sends SIGHUP (reload the configuration).
+    pub fn hup(&self) {
+        if let Some(child) = &self.child {
+            // SAFETY: signalling our own child by pid.
+            unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
         }
     }
 
@@ -571,4 +585,60 @@ pub fn count_values(recs: &[Rec]) -> BTreeMap<String, usize> {
             .or_insert(0) += 1;
     }
     count
+}
+
+/// A client of consumer group `group` that never joins it (reads and writes its offsets).
+pub fn group_client(addr: &str, group: &str) -> BaseConsumer {
+    ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("group client")
+}
+
+/// Commits `offsets` (partition, offset) of `topic` for `group`.
+pub fn commit(addr: &str, group: &str, topic: &str, offsets: &[(i32, i64)]) {
+    let mut tpl = TopicPartitionList::new();
+    for (p, o) in offsets {
+        tpl.add_partition_offset(topic, *p, Offset::Offset(*o))
+            .expect("tpl");
+    }
+    group_client(addr, group)
+        .commit(&tpl, CommitMode::Sync)
+        .expect("commit");
+}
+
+/// The committed offsets of `group` on `topic`.
+pub fn committed(addr: &str, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
+    group_client(addr, group)
+        .committed_offsets(tpl, Duration::from_secs(5))
+        .map(|t| {
+            t.elements()
+                .iter()
+                .filter_map(|e| match e.offset() {
+                    Offset::Offset(o) => Some((e.partition(), o)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs the `kmirror` binary with `args`: (exit code, stdout, stderr).
+pub fn kmirror_cli(args: &[&str]) -> (Option<i32>, String, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(args)
+        .env("KMIRROR_LOG", "warn")
+        .output()
+        .expect("kmirror");
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
