@@ -22,4 +22,4 @@ pub use errors::{ConfigError, ConfigErrors};
 pub use model::*;
 pub use settings::{CheckpointSettings, FlowSettings, SettingError};
 pub use slots::SlotSources;
-pub use validate::{LoadedConfig, ResolvedFlow, load, load_str};
+pub use validate::{LoadedConfig, ResolvedFlow, load, load_str, load_with_plugins_dir, reload};

@@ -9,7 +9,8 @@
 //!   group filter, replication policy, config-property filter), their traits,
 //!   [`policy::PluginError`], MM2's native implementations, and a flow's
 //!   [`policy::FlowRoles`].
-//! - [`formats`]: MM2's OffsetSync, Checkpoint and Heartbeat records, byte for byte.
+//! - [`formats`]: MM2's OffsetSync, Checkpoint and Heartbeat records, byte for byte;
+//!   [`histogram`]: atomic fixed-bucket histograms.
 //! - [`plugin`]: the WebAssembly runtime — engine and limits, compile cache, component
 //!   loading and role detection, per-role instances — and the native built-ins.
 //! - [`kafka`]: rdkafka clients, the admin operations kmirror uses, and the internal-topic
@@ -21,8 +22,9 @@
 //! - [`flow`]: one source -> target flow, one MM2 concept per module: `discovery`,
 //!   `replication`, `offset_syncs`, `checkpoints`, `group_sync`, `heartbeats`; the plugin
 //!   facade, telemetry, and the supervisor that wires them.
-//! - [`metrics`], [`status`]: `/metrics` (Prometheus) and `/health` + `/status`, rendered
-//!   from the flows' telemetry.
+//! - [`telemetry`]: what the daemon shows: its flows' telemetry, every plugin's stats,
+//!   config reloads; [`metrics`], [`status`]: `/metrics` (Prometheus) and `/health` +
+//!   `/status`, rendered from it.
 //! - [`daemon`]: `run(config, shutdown)`: every flow until shutdown, then a graceful stop.
 //! - [`cli`]: the `kmirror` command line (clap) and its subcommands.
 
@@ -32,8 +34,10 @@ pub mod config;
 pub mod daemon;
 pub mod flow;
 pub mod formats;
+pub mod histogram;
 pub mod kafka;
 pub mod metrics;
 pub mod plugin;
 pub mod policy;
 pub mod status;
+pub mod telemetry;

@@ -9,7 +9,10 @@
 //! reports how far behind each partition is, in records, instead of the age of the records
 //! polled), `checkpoint-latency-ms` -> the age of `last_checkpoint_pass_ms` in `/status`.
 
-use crate::flow::telemetry::{Counter, FlowTelemetry, LatencyHistogram};
+use crate::flow::telemetry::{Counter, FlowTelemetry};
+use crate::histogram::Histogram;
+use crate::plugin::stats::{ErrorKind, PluginStats};
+use crate::telemetry::Telemetry;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter as PromCounter;
@@ -40,6 +43,159 @@ struct MemberLabel {
 /// The content type of [`render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabel {
+    plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginKindLabel {
+    plugin: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginResultLabel {
+    plugin: String,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLoadedLabel {
+    plugin: String,
+    sha256: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+/// A histogram rendered at scrape time.
+struct Rendered<'a>(&'a Histogram);
+
+impl std::fmt::Debug for Rendered<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Histogram")
+    }
+}
+
+impl TypedMetric for Rendered<'_> {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for Rendered<'_> {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let (sum, count, buckets) = self.0.snapshot();
+        encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// A plugin's call-duration histogram.
+struct CallDurations(Arc<PluginStats>);
+
+impl std::fmt::Debug for CallDurations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CallDurations({})", self.0.name)
+    }
+}
+
+impl TypedMetric for CallDurations {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for CallDurations {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        Rendered(&self.0.durations).encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// Every plugin's calls, errors by kind, durations, reloads and load time; config reloads.
+fn plugins(registry: &mut Registry, telemetry: &Telemetry) {
+    let calls = Family::<PluginLabel, PromCounter>::default();
+    let errors = Family::<PluginKindLabel, PromCounter>::default();
+    let reloads = Family::<PluginResultLabel, PromCounter>::default();
+    let loaded = Family::<PluginLoadedLabel, Gauge>::default();
+    let all = telemetry.plugins.all();
+    for p in &all {
+        let plugin = || p.name.clone();
+        calls
+            .get_or_create(&PluginLabel { plugin: plugin() })
+            .inc_by(p.calls());
+        for kind in ErrorKind::ALL {
+            errors
+                .get_or_create(&PluginKindLabel {
+                    plugin: plugin(),
+                    kind: kind.name(),
+                })
+                .inc_by(p.errors(kind));
+        }
+        let (accepted, rejected) = p.reloads();
+        for (result, n) in [("accepted", accepted), ("rejected", rejected)] {
+            reloads
+                .get_or_create(&PluginResultLabel {
+                    plugin: plugin(),
+                    result,
+                })
+                .inc_by(n);
+        }
+        if let Some(l) = p.current() {
+            loaded
+                .get_or_create(&PluginLoadedLabel {
+                    plugin: plugin(),
+                    sha256: l.sha256,
+                })
+                .set((l.loaded_at_ms / 1000) as i64);
+        }
+    }
+    registry.register("plugin_calls", "Calls into a plugin", calls);
+    registry.register(
+        "plugin_errors",
+        "Failed plugin calls by kind: trap, timeout, memory (over its cap), error (an error returned or an answer refused)",
+        errors,
+    );
+    registry.register(
+        "plugin_reloads",
+        "Hot reloads of a plugin file: accepted (it replaced the running version) or rejected (the running version kept serving)",
+        reloads,
+    );
+    registry.register(
+        "plugin_loaded_timestamp_seconds",
+        "When the running version of a plugin (by content hash) was loaded",
+        loaded,
+    );
+    for p in all {
+        registry
+            .sub_registry_with_label(("plugin".into(), p.name.clone().into()))
+            .register(
+                "plugin_call_duration_seconds",
+                "How long plugin calls take",
+                CallDurations(p),
+            );
+    }
+    let config = Family::<ResultLabel, PromCounter>::default();
+    let (accepted, rejected) = telemetry.config_reloads();
+    config
+        .get_or_create(&ResultLabel { result: "accepted" })
+        .inc_by(accepted);
+    config
+        .get_or_create(&ResultLabel { result: "rejected" })
+        .inc_by(rejected);
+    registry.register(
+        "config_reloads",
+        "Configuration reloads (SIGHUP): accepted, or rejected with the old configuration kept",
+        config,
+    );
+}
+
 /// A flow's latency histogram as a Prometheus histogram.
 struct Latency(Arc<FlowTelemetry>);
 
@@ -54,10 +210,8 @@ impl TypedMetric for Latency {
 }
 
 impl EncodeMetric for Latency {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let h: &LatencyHistogram = &self.0.latency;
-        let (sum, count, buckets) = h.snapshot();
-        encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        Rendered(&self.0.latency).encode(encoder)
     }
 
     fn metric_type(&self) -> MetricType {
@@ -65,8 +219,9 @@ impl EncodeMetric for Latency {
     }
 }
 
-/// Every flow's metrics in the OpenMetrics text format (`kmirror_*`).
-pub fn render(flows: &[Arc<FlowTelemetry>]) -> String {
+/// Every flow's and plugin's metrics in the OpenMetrics text format (`kmirror_*`).
+pub fn render(telemetry: &Telemetry) -> String {
+    let flows = &telemetry.flows()[..];
     let mut registry = Registry::with_prefix("kmirror");
     let label = |f: &FlowTelemetry| FlowLabel {
         flow: f.flow.clone(),
@@ -95,6 +250,10 @@ pub fn render(flows: &[Arc<FlowTelemetry>]) -> String {
         (
             "ready",
             "1 once the flow reached both clusters and finished its first discovery pass",
+        ),
+        (
+            "leader",
+            "1 while this instance leads the flow (target changes, checkpoints, group offset sync, heartbeats)",
         ),
     ];
     let lag = Family::<PartitionLabel, Gauge>::default();
@@ -176,6 +335,7 @@ pub fn render(flows: &[Arc<FlowTelemetry>]) -> String {
                 Latency(f.clone()),
             );
     }
+    plugins(&mut registry, telemetry);
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = encode(&mut out, &registry);
@@ -191,7 +351,7 @@ mod tests {
     fn counters_are_labelled_by_flow() {
         let a = Arc::new(FlowTelemetry::new("a->b"));
         a.add(Counter::Records, 42);
-        let text = render(&[a]);
+        let text = render(&shown(&[a]));
         assert!(text.contains("# TYPE kmirror_records counter"), "{text}");
         assert!(
             text.contains("kmirror_records_total{flow=\"a->b\"} 42"),
@@ -201,13 +361,65 @@ mod tests {
             text.contains("kmirror_mirrored_topics{flow=\"a->b\"} 0"),
             "{text}"
         );
+        a_gauge_per_value(&text);
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    fn shown(flows: &[Arc<FlowTelemetry>]) -> Telemetry {
+        let t = Telemetry::default();
+        for f in flows {
+            t.add_flow(f.clone());
+        }
+        t
+    }
+
+    #[test]
+    fn plugins_and_reloads_are_exported() {
+        let t = Telemetry::default();
+        let p = t.plugins.entry("/p/policy.wasm");
+        p.call(std::time::Duration::from_micros(20), None, None);
+        p.loaded("ab12", &[crate::policy::Role::ReplicationPolicy]);
+        p.reload_rejected("renames orders");
+        t.config_reloaded(true, "ok");
+        let text = render(&t);
+        for line in [
+            "kmirror_plugin_calls_total{plugin=\"/p/policy.wasm\"} 1",
+            "kmirror_plugin_errors_total{plugin=\"/p/policy.wasm\",kind=\"trap\"} 0",
+            "kmirror_plugin_reloads_total{plugin=\"/p/policy.wasm\",result=\"rejected\"} 1",
+            "kmirror_plugin_call_duration_seconds_count{plugin=\"/p/policy.wasm\"} 1",
+            "kmirror_config_reloads_total{result=\"accepted\"} 1",
+        ] {
+            assert!(text.contains(line), "{line}:\n{text}");
+        }
+        assert!(
+            text.contains(
+                "kmirror_plugin_loaded_timestamp_seconds{plugin=\"/p/policy.wasm\",sha256=\"ab12\"}"
+            ),
+            "{text}"
+        );
+    }
+
+    /// Every gauge of the flow is rendered (none dropped by a mismatched list).
+    fn a_gauge_per_value(text: &str) {
+        for g in [
+            "mirrored_topics",
+            "owned_partitions",
+            "paused_partitions",
+            "degraded",
+            "ready",
+            "leader",
+        ] {
+            assert!(
+                text.contains(&format!("kmirror_{g}{{flow=\"a->b\"}} ")),
+                "{g}: {text}"
+            );
+        }
     }
 
     #[test]
     fn every_counter_is_rendered_under_its_status_name() {
         let a = Arc::new(FlowTelemetry::new("a->b"));
-        let text = render(std::slice::from_ref(&a));
+        let text = render(&shown(std::slice::from_ref(&a)));
         let json = a.to_json();
         for c in Counter::ALL {
             assert!(
@@ -235,7 +447,7 @@ mod tests {
                 },
             );
         });
-        let text = render(&[a]);
+        let text = render(&shown(&[a]));
         assert!(
             text.contains(
                 "kmirror_partition_lag_records{flow=\"a->b\",topic=\"orders\",partition=\"1\"} 5"

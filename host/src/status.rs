@@ -1,14 +1,15 @@
 //! The status endpoint: `GET /health` (liveness: 200 while every flow runs and its loops
 //! turn, else 503), `GET /ready` (200 once every flow reached both clusters and finished
 //! its first discovery pass), `GET /status` (every flow's health, mirrored topics,
-//! partitions and counters, as JSON) and `GET /metrics` (Prometheus, OpenMetrics text).
+//! partitions and counters; every plugin's calls, errors, hash and reloads; config reloads;
+//! as JSON) and `GET /metrics` (Prometheus, OpenMetrics text).
 //!
 //! It is unauthenticated and meant for loopback or behind a proxy (a warning is logged
 //! otherwise). It runs on the daemon's tokio runtime (hyper, axum) with bounds that a
 //! misbehaving client cannot get past: headers at most 16 KiB and 5 s to arrive, a
 //! connection lives at most 30 s, at most 64 connections at once (more are closed at once).
 
-use crate::flow::telemetry::FlowTelemetry;
+use crate::telemetry::Telemetry;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
@@ -30,7 +31,7 @@ pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one connection may stay open.
 pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
 
-type Flows = Arc<Vec<Arc<FlowTelemetry>>>;
+type Flows = Arc<Telemetry>;
 
 /// A running status endpoint; stops when dropped.
 pub struct StatusServer {
@@ -45,7 +46,8 @@ impl Drop for StatusServer {
     }
 }
 
-async fn health_or_ready(flows: &Flows, readiness: bool) -> Response {
+async fn health_or_ready(telemetry: &Flows, readiness: bool) -> Response {
+    let flows = telemetry.flows();
     let healths: Vec<_> = flows.iter().map(|f| (f.flow.clone(), f.health())).collect();
     let live = healths.iter().all(|(_, h)| h.alive);
     let ready = healths.iter().all(|(_, h)| h.ready);
@@ -80,10 +82,7 @@ fn router(flows: Flows) -> axum::Router {
         )
         .route(
             "/status",
-            get(|State(f): State<Flows>| async move {
-                let flows: Vec<serde_json::Value> = f.iter().map(|f| f.to_json()).collect();
-                Json(serde_json::json!({ "flows": flows }))
-            }),
+            get(|State(f): State<Flows>| async move { Json(f.to_json()) }),
         )
         .route(
             "/metrics",
@@ -103,8 +102,8 @@ fn router(flows: Flows) -> axum::Router {
         .with_state(flows)
 }
 
-/// Serves the endpoint on `listen` (`host:port`) for `flows`, on the current runtime.
-pub async fn serve(listen: &str, flows: Vec<Arc<FlowTelemetry>>) -> Result<StatusServer, String> {
+/// Serves the endpoint on `listen` (`host:port`) for `telemetry`, on the current runtime.
+pub async fn serve(listen: &str, telemetry: Arc<Telemetry>) -> Result<StatusServer, String> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
@@ -115,7 +114,7 @@ pub async fn serve(listen: &str, flows: Vec<Arc<FlowTelemetry>>) -> Result<Statu
         tracing::warn!(%addr, "the status endpoint is unauthenticated and listens beyond loopback; put it behind a proxy or bind it to 127.0.0.1");
     }
     let stop = CancellationToken::new();
-    let app = router(Arc::new(flows));
+    let app = router(telemetry);
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let until = stop.clone();
     tokio::spawn(async move {

@@ -34,7 +34,7 @@ fn closed_after(mut s: TcpStream) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn misbehaving_clients_are_bounded() {
-    let server = status::serve("127.0.0.1:0", Vec::new())
+    let server = status::serve("127.0.0.1:0", Default::default())
         .await
         .expect("serve");
     let addr = server.addr.to_string();

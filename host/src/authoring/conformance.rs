@@ -153,13 +153,24 @@ impl Report {
 /// Runs every check for every role of `plugin`, configured with `config`. Fails only when
 /// a role cannot be instantiated or configured; a failing or trapping call is a failed case.
 pub fn check(plugin: &Plugin, config: &Config) -> Result<Report, PluginError> {
-    let roles = plugin.roles();
+    let roles: Vec<(Role, Config)> = plugin
+        .roles()
+        .into_iter()
+        .map(|r| (r, config.clone()))
+        .collect();
+    check_roles(plugin, &roles)
+}
+
+/// Runs every check for the given roles of `plugin`, each configured with its own config
+/// (as a flow's slots configure them).
+pub fn check_roles(plugin: &Plugin, roles: &[(Role, Config)]) -> Result<Report, PluginError> {
     let mut run = Run {
         cases: Vec::new(),
         role: Role::TopicFilter,
     };
     let mut identity = false;
-    for &role in &roles {
+    for (role, config) in roles {
+        let (role, config) = (*role, config);
         run.role = role;
         match role {
             Role::ReplicationPolicy => identity = run.policy(&*plugin.replication_policy(config)?),
@@ -171,7 +182,7 @@ pub fn check(plugin: &Plugin, config: &Config) -> Result<Report, PluginError> {
         }
     }
     Ok(Report {
-        roles,
+        roles: roles.iter().map(|(r, _)| *r).collect(),
         identity,
         cases: run.cases,
     })

@@ -26,7 +26,8 @@ pub fn validate(path: &Path, cache: &CacheChoice) -> ExitCode {
     }
 }
 
-/// `kmirror run --config FILE`: runs until SIGINT/SIGTERM; a second signal exits at once.
+/// `kmirror run --config FILE`: runs until SIGINT/SIGTERM (a second signal exits at once);
+/// SIGHUP reloads the configuration file.
 pub fn run(path: &Path, cache: &CacheChoice) -> ExitCode {
     let cfg = match config::load(path, cache) {
         Ok(cfg) => cfg,
@@ -46,6 +47,11 @@ pub fn run(path: &Path, cache: &CacheChoice) -> ExitCode {
         }
     };
     let code = runtime.block_on(async {
+        let reloads = crate::daemon::Reloads {
+            path: path.to_path_buf(),
+            cache: cache.clone(),
+            requests: hangups(),
+        };
         let shutdown = async {
             first_signal().await;
             tokio::spawn(async {
@@ -54,7 +60,7 @@ pub fn run(path: &Path, cache: &CacheChoice) -> ExitCode {
                 std::process::exit(130);
             });
         };
-        match crate::daemon::run(cfg, shutdown).await {
+        match crate::daemon::run(cfg, Some(reloads), shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -84,4 +90,23 @@ async fn first_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+/// One message per SIGHUP.
+fn hangups() -> tokio::sync::mpsc::UnboundedReceiver<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    match signal(SignalKind::hangup()) {
+        Ok(mut hup) => {
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    if tx.send(()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot listen for SIGHUP; config reload is off"),
+    }
+    rx
 }

@@ -211,6 +211,11 @@ pub struct FlowConfig {
     /// How long a cluster may be unreachable before the flow reports itself degraded.
     #[serde(default = "default_unreachable_after", with = "humantime_serde")]
     pub unreachable_after: Duration,
+    /// Whether a hot reload (or a config reload) may install a replication policy that
+    /// gives already-mirrored topics different target names. Off: such a reload is refused
+    /// and the running policy keeps serving.
+    #[serde(default)]
+    pub allow_policy_change: bool,
 }
 
 fn default_plugins_dir() -> PathBuf {

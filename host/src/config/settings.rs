@@ -35,6 +35,8 @@ pub struct FlowSettings {
     pub unreachable_after: Duration,
     /// Replication tasks (group members) per instance.
     pub replication_tasks: u32,
+    /// Whether a reload may give already-mirrored topics new target names.
+    pub allow_policy_change: bool,
 }
 
 /// The most replication tasks one flow may have per instance.
@@ -162,6 +164,7 @@ impl FlowSettings {
             replication_tasks: c.replication_tasks.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, |n| n.get().min(4) as u32)
             }),
+            allow_policy_change: c.allow_policy_change,
         })
     }
 }

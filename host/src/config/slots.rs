@@ -23,9 +23,52 @@ pub struct SlotSources {
     pub replication_policy: PluginSource,
     /// The config-property filter's source.
     pub config_property_filter: PluginSource,
+    /// Each role's configuration (`${VAR}`s substituted).
+    pub configs: BTreeMap<Role, Config>,
+    /// The component files among the sources: content hash and the roles they export.
+    pub components: BTreeMap<PathBuf, (String, Vec<Role>)>,
 }
 
 impl SlotSources {
+    /// Where `role` comes from.
+    pub fn source(&self, role: Role) -> &PluginSource {
+        match role {
+            Role::TopicFilter => &self.topic_filter,
+            Role::GroupFilter => &self.group_filter,
+            Role::ReplicationPolicy => &self.replication_policy,
+            Role::ConfigPropertyFilter => &self.config_property_filter,
+        }
+    }
+
+    /// `role`'s configuration.
+    pub fn config(&self, role: Role) -> Config {
+        self.configs.get(&role).cloned().unwrap_or_default()
+    }
+
+    /// Whether `other` names the same sources with the same configurations (component
+    /// contents aside: a hot reload deals with those).
+    pub fn same_slots(&self, other: &SlotSources) -> bool {
+        Role::ALL
+            .iter()
+            .all(|r| self.source(*r) == other.source(*r))
+            && self.configs == other.configs
+    }
+
+    /// Whether any role comes from a component file.
+    pub fn uses_components(&self) -> bool {
+        Role::ALL
+            .iter()
+            .any(|r| matches!(self.source(*r), PluginSource::File(_)))
+    }
+
+    /// The roles loaded from the component file `path`.
+    pub fn roles_from(&self, path: &Path) -> Vec<Role> {
+        Role::ALL
+            .into_iter()
+            .filter(|r| matches!(self.source(*r), PluginSource::File(p) if p == path))
+            .collect()
+    }
+
     /// (slot key, source) in the order of the TOML file.
     pub fn all(&self) -> [(&'static str, &PluginSource); 4] {
         [
@@ -125,11 +168,31 @@ impl<'h> SlotLoader<'h> {
             replication_policy: replication_policy?,
             config_property_filter: config_property_filter?,
         };
+        let (tf, gf, rp, cf) = (tf?.2, gf?.2, rp?.2, cf?.2);
+        let components = [&tf, &gf, &rp, &cf]
+            .into_iter()
+            .filter_map(|o| match (&o.source, &*o.plugin) {
+                (PluginSource::File(path), Plugin::Component(c)) => {
+                    Some((path.clone(), (c.sha256().to_string(), c.roles().to_vec())))
+                }
+                _ => None,
+            })
+            .collect();
+        let configs = [
+            (Role::TopicFilter, tf.config),
+            (Role::GroupFilter, gf.config),
+            (Role::ReplicationPolicy, rp.config),
+            (Role::ConfigPropertyFilter, cf.config),
+        ]
+        .into_iter()
+        .collect();
         let sources = SlotSources {
-            topic_filter: tf?.2.source,
-            group_filter: gf?.2.source,
-            replication_policy: rp?.2.source,
-            config_property_filter: cf?.2.source,
+            topic_filter: tf.source,
+            group_filter: gf.source,
+            replication_policy: rp.source,
+            config_property_filter: cf.source,
+            configs,
+            components,
         };
         Some((roles, sources))
     }

@@ -6,11 +6,13 @@ use super::settings::FlowSettings;
 use super::slots::SlotSources;
 use crate::kafka::ClusterSettings;
 use crate::plugin::cache::CacheChoice;
+use crate::plugin::stats::PluginRegistry;
 use crate::plugin::{Limits, PluginHost};
 use crate::policy::FlowRoles;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use toml::Spanned;
 
 /// A flow with its clusters, plugins and settings resolved.
@@ -45,7 +47,32 @@ pub struct LoadedConfig {
 
 /// Reads and validates `path`; compiled plugins are cached as `cache` says.
 pub fn load(path: &Path, cache: &CacheChoice) -> Result<LoadedConfig, ConfigErrors> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    reload(path, cache, &Arc::default())
+}
+
+/// [`load`], with plugin calls counted in `registry` (a daemon's, kept across reloads).
+pub fn reload(
+    path: &Path,
+    cache: &CacheChoice,
+    registry: &Arc<PluginRegistry>,
+) -> Result<LoadedConfig, ConfigErrors> {
+    let text = read(path)?;
+    load_text(&text, path, cache, registry.clone(), None)
+}
+
+/// [`load`], with every plugin slot read from `plugins_dir` instead of the configured
+/// directory (a candidate plugin directory, for `kmirror plan --plugin-dir`).
+pub fn load_with_plugins_dir(
+    path: &Path,
+    cache: &CacheChoice,
+    plugins_dir: &Path,
+) -> Result<LoadedConfig, ConfigErrors> {
+    let text = read(path)?;
+    load_text(&text, path, cache, Arc::default(), Some(plugins_dir))
+}
+
+fn read(path: &Path) -> Result<String, ConfigErrors> {
+    std::fs::read_to_string(path).map_err(|e| {
         ConfigErrors(vec![ConfigError {
             file: path.to_path_buf(),
             line: 0,
@@ -53,8 +80,7 @@ pub fn load(path: &Path, cache: &CacheChoice) -> Result<LoadedConfig, ConfigErro
             key: "(file)".into(),
             message: format!("cannot read: {e}"),
         }])
-    })?;
-    load_str(&text, path, cache)
+    })
 }
 
 /// Validates `text` as if read from `path` (relative paths resolve against its directory).
@@ -62,6 +88,16 @@ pub fn load_str(
     text: &str,
     path: &Path,
     cache: &CacheChoice,
+) -> Result<LoadedConfig, ConfigErrors> {
+    load_text(text, path, cache, Arc::default(), None)
+}
+
+fn load_text(
+    text: &str,
+    path: &Path,
+    cache: &CacheChoice,
+    registry: Arc<PluginRegistry>,
+    plugins_dir: Option<&Path>,
 ) -> Result<LoadedConfig, ConfigErrors> {
     let mut v = Validator {
         text,
@@ -78,8 +114,10 @@ pub fn load_str(
         }
     };
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let plugins_dir = base.join(&parsed.plugins.dir);
-    let plugin_host = match v.plugin_host(&parsed.plugins, &base, cache) {
+    // Absolute, so the paths of changed files a watcher reports match the slots'.
+    let plugins_dir = plugins_dir.map_or_else(|| base.join(&parsed.plugins.dir), Path::to_path_buf);
+    let plugins_dir = std::path::absolute(&plugins_dir).unwrap_or(plugins_dir);
+    let plugin_host = match v.plugin_host(&parsed.plugins, &base, cache, registry) {
         Some(host) => host,
         None => return Err(ConfigErrors(v.errors)),
     };
@@ -259,6 +297,7 @@ impl Validator<'_> {
         plugins: &PluginsConfig,
         base: &Path,
         cache: &CacheChoice,
+        registry: Arc<PluginRegistry>,
     ) -> Option<PluginHost> {
         let section = 0..0;
         let mut ok = true;
@@ -312,7 +351,7 @@ impl Validator<'_> {
             Limits::default()
         };
         let configured = plugins.cache_dir.as_ref().map(|d| base.join(d));
-        match PluginHost::new(limits, cache.resolve(configured)) {
+        match PluginHost::with_registry(limits, cache.resolve(configured), registry) {
             Ok(host) => Some(host),
             Err(e) => {
                 self.error(section, "plugins", &e.to_string());

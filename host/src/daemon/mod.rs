@@ -1,17 +1,36 @@
 //! The daemon: runs every flow of a configuration until the shutdown future resolves, then
 //! stops them gracefully (stop fetching, finish in-flight produces, store progress). A
 //! flow that fails stops the daemon with an error: it exits non-zero, never silently.
+//!
+//! While it runs it takes changes without a restart:
+//! - [`watch`] + [`plugins`]: the plugin directory is watched; a changed component replaces
+//!   the running one only after every check passes.
+//! - [`reload`]: a config reload (SIGHUP) starts, stops and restarts exactly the flows that
+//!   changed.
+//!
+//! [`flows`] keeps the running set.
+
+mod flows;
+mod plugins;
+mod reload;
+mod watch;
+
+pub use flows::STOP_GRACE;
+pub use watch::DEBOUNCE;
 
 use crate::config::LoadedConfig;
 use crate::flow::FlowError;
-use crate::flow::supervisor;
-use crate::flow::telemetry::FlowTelemetry;
+use crate::plugin::PluginHost;
+use crate::plugin::cache::CacheChoice;
+use crate::telemetry::Telemetry;
+use flows::Flows;
+use std::collections::BTreeMap;
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-/// How long the stop may take beyond the longest flow `shutdown_timeout`.
-const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -24,41 +43,58 @@ pub enum DaemonError {
     Panic(String),
     /// The flows did not stop within the stop deadline.
     #[error("the flows did not stop within {0:?}; exiting without waiting further")]
-    StopTimeout(std::time::Duration),
+    StopTimeout(Duration),
     /// The status endpoint could not listen.
     #[error("status endpoint: {0}")]
     Status(String),
 }
 
-/// Runs `config`'s flows until `shutdown` resolves. A flow that cannot start or fails
-/// stops all of them and is returned as the error.
+/// Where a config reload reads from.
+pub struct Reloads {
+    /// The configuration file.
+    pub path: PathBuf,
+    /// How compiled plugins are cached.
+    pub cache: CacheChoice,
+    /// One message per reload request (SIGHUP).
+    pub requests: mpsc::UnboundedReceiver<()>,
+}
+
+/// What finished on the blocking pool.
+enum Done {
+    Rescan(Vec<plugins::Accepted>, plugins::Seen),
+    Reload(Result<reload::Plan, String>),
+}
+
+/// The daemon's state between events.
+struct Daemon {
+    telemetry: Arc<Telemetry>,
+    flows: Flows,
+    host: PluginHost,
+    status_listen: Option<String>,
+    watch: Option<watch::DirWatch>,
+    changes_tx: mpsc::UnboundedSender<Vec<PathBuf>>,
+    /// Changed paths not yet rescanned.
+    changed: Vec<PathBuf>,
+    /// `Some` while no rescan runs.
+    seen: Option<plugins::Seen>,
+    reloading: bool,
+    reload_again: bool,
+    done_tx: mpsc::UnboundedSender<Done>,
+}
+
+/// Runs `config`'s flows until `shutdown` resolves, hot-reloading its plugin directory and,
+/// with `reloads`, the configuration file. A flow that cannot start or fails stops all of
+/// them and is returned as the error.
 pub async fn run(
     config: LoadedConfig,
+    reloads: Option<Reloads>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
-    let flows: Vec<_> = config
-        .flows
-        .into_iter()
-        .map(|f| {
-            let telemetry = Arc::new(FlowTelemetry::with_unreachable_after(
-                &f.name,
-                f.settings.unreachable_after,
-            ));
-            (f, telemetry)
-        })
-        .collect();
-    let all_stats = flows.iter().map(|(_, s)| s.clone()).collect();
-    // The whole stop is bounded: each flow's drain, then the group leave and client closes.
-    let stop_deadline = flows
-        .iter()
-        .map(|(f, _)| f.settings.shutdown_timeout)
-        .max()
-        .unwrap_or_default()
-        + STOP_GRACE;
+    let telemetry = Arc::new(Telemetry::new(config.plugin_host.registry().clone()));
     // Kept alive until the flows stopped.
     let _status = match &config.status_listen {
         Some(listen) => {
-            let server = crate::status::serve(listen, all_stats)
+            let server = crate::status::serve(listen, telemetry.clone())
                 .await
                 .map_err(DaemonError::Status)?;
             tracing::info!(addr = %server.addr, "status endpoint: /health, /ready, /status, /metrics");
@@ -66,51 +102,213 @@ pub async fn run(
         }
         None => None,
     };
-    let token = CancellationToken::new();
-    let mut tasks = tokio::task::JoinSet::new();
-    for (flow, stats) in flows {
-        tracing::info!(flow = %flow.name, source = ?flow.source, target = ?flow.target,
-            topic_filter = %flow.slots.topic_filter, replication_policy = %flow.slots.replication_policy,
-            "configured flow");
-        tasks.spawn(supervisor::run(Arc::new(flow), stats, token.clone()));
+    let root = CancellationToken::new();
+    let (changes_tx, mut changes) = mpsc::unbounded_channel();
+    let (done_tx, mut done) = mpsc::unbounded_channel();
+    let mut d = Daemon {
+        flows: Flows::new(root.clone(), telemetry.clone()),
+        telemetry,
+        host: config.plugin_host,
+        status_listen: config.status_listen,
+        watch: None,
+        changes_tx,
+        changed: Vec::new(),
+        seen: Some(plugins::Seen::default()),
+        reloading: false,
+        reload_again: false,
+        done_tx,
+    };
+    d.watch_dir(&config.plugins_dir);
+    for flow in config.flows {
+        d.flows.start(flow);
     }
+    let (path, cache, mut requests) = match reloads {
+        Some(r) => (Some(r.path), r.cache, Some(r.requests)),
+        None => (None, CacheChoice::FromConfig, None),
+    };
 
     tokio::pin!(shutdown);
     let mut failure = None;
-    let overdue = tokio::time::sleep(std::time::Duration::MAX / 4);
-    tokio::pin!(overdue);
     let mut stopping = false;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
-        if token.is_cancelled() && !stopping {
-            stopping = true;
-            overdue
-                .as_mut()
-                .reset(tokio::time::Instant::now() + stop_deadline);
+        if stopping && d.flows.is_empty() {
+            break;
         }
         tokio::select! {
-            _ = &mut shutdown, if !token.is_cancelled() => {
+            _ = &mut shutdown, if !stopping => {
                 tracing::info!("stopping: finishing in-flight records and storing progress");
-                token.cancel();
+                stopping = true;
+                d.flows.stop_all();
+                root.cancel();
             }
-            _ = &mut overdue, if stopping => {
-                tracing::error!(deadline = ?stop_deadline, "the flows did not stop in time");
-                return Err(DaemonError::StopTimeout(stop_deadline));
-            }
-            joined = tasks.join_next() => match joined {
-                None => break,
-                Some(Ok(Ok(()))) => {}
-                Some(Ok(Err(e))) => {
+            exit = d.flows.next_exit() => {
+                if let Some(e) = d.flows.ended(exit) {
                     tracing::error!(error = %e, "flow failed; stopping every flow");
                     failure.get_or_insert(DaemonError::Flow(e));
-                    token.cancel();
+                    stopping = true;
+                    d.flows.stop_all();
+                    root.cancel();
                 }
-                Some(Err(e)) => {
-                    tracing::error!(error = %e, "flow task panicked; stopping every flow");
-                    failure.get_or_insert(DaemonError::Panic(e.to_string()));
-                    token.cancel();
+            }
+            _ = tick.tick() => {
+                if stopping {
+                    if let Some(deadline) = d.flows.latest_deadline() {
+                        if std::time::Instant::now() >= deadline {
+                            let grace = STOP_GRACE;
+                            tracing::error!(?grace, "the flows did not stop in time");
+                            return Err(failure.unwrap_or(DaemonError::StopTimeout(grace)));
+                        }
+                    }
+                } else {
+                    d.flows.abandon_overdue();
+                }
+            }
+            Some(paths) = changes.recv(), if !stopping => {
+                d.changed.extend(paths);
+                d.rescan();
+            }
+            Some(()) = async { requests.as_mut()?.recv().await }, if !stopping => {
+                if let Some(path) = &path {
+                    d.reload(path, &cache);
+                }
+            }
+            Some(finished) = done.recv() => {
+                if !stopping {
+                    d.finished(finished, path.as_deref(), &cache);
                 }
             }
         }
     }
     failure.map_or(Ok(()), Err)
+}
+
+impl Daemon {
+    /// Watches `dir` (replacing the watch of another directory).
+    fn watch_dir(&mut self, dir: &Path) {
+        if self.watch.as_ref().is_some_and(|w| w.dir == dir) {
+            return;
+        }
+        self.watch = None;
+        if !dir.is_dir() {
+            tracing::info!(dir = %dir.display(), "the plugin directory does not exist; not watched");
+            return;
+        }
+        match watch::watch(dir, self.changes_tx.clone()) {
+            Ok(w) => {
+                tracing::info!(dir = %dir.display(), "watching the plugin directory for changes");
+                self.watch = Some(w);
+            }
+            Err(e) => tracing::warn!(error = %e, "plugin hot reload is off"),
+        }
+    }
+
+    /// Starts a rescan of the plugin files unless one runs (it is then run again after).
+    fn rescan(&mut self) {
+        let Some(mut seen) = self.seen.take() else {
+            return; // running: the paths wait for the next one
+        };
+        let changed = std::mem::take(&mut self.changed);
+        let targets: Vec<plugins::Target> = self
+            .flows
+            .running()
+            .iter()
+            .map(|(name, r)| plugins::Target {
+                name: name.clone(),
+                flow: r.flow.clone(),
+                plugins: r.plugins.clone(),
+                hashes: r.hashes.clone(),
+                telemetry: r.telemetry.clone(),
+            })
+            .collect();
+        let host = self.host.clone();
+        let done = self.done_tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let accepted = plugins::rescan(&host, &targets, &changed, &mut seen);
+            let _ = done.send(Done::Rescan(accepted, seen));
+        });
+    }
+
+    /// Starts a config reload unless one runs (then one more runs after it).
+    fn reload(&mut self, path: &Path, cache: &CacheChoice) {
+        if self.reloading {
+            self.reload_again = true;
+            return;
+        }
+        self.reloading = true;
+        tracing::info!(config = %path.display(), "reloading the configuration");
+        let current: BTreeMap<String, reload::Current> = self
+            .flows
+            .running()
+            .iter()
+            .map(|(name, r)| {
+                (
+                    name.clone(),
+                    reload::Current {
+                        flow: r.flow.clone(),
+                        roles: r.plugins.roles(),
+                        names: r.plugins.names().clone(),
+                        mirrored: r.telemetry.status().mirrored,
+                    },
+                )
+            })
+            .collect();
+        let (path, cache) = (path.to_path_buf(), cache.clone());
+        let registry = self.telemetry.plugins.clone();
+        let limits = self.host.limits();
+        let done = self.done_tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let plan = reload::prepare(&path, &cache, &registry, limits, &current);
+            let _ = done.send(Done::Reload(plan));
+        });
+    }
+
+    fn finished(&mut self, done: Done, path: Option<&Path>, cache: &CacheChoice) {
+        match done {
+            Done::Rescan(accepted, seen) => {
+                for a in accepted {
+                    self.flows.reloaded(&a.flow, a.path, a.sha256);
+                }
+                self.seen = Some(seen);
+                if !self.changed.is_empty() {
+                    self.rescan();
+                }
+            }
+            Done::Reload(plan) => {
+                self.reloading = false;
+                match plan {
+                    Ok(plan) => self.apply(plan),
+                    Err(why) => {
+                        tracing::error!(reason = %why, "configuration reload rejected; the running configuration goes on");
+                        self.telemetry.config_reloaded(false, &why);
+                    }
+                }
+                if std::mem::take(&mut self.reload_again) {
+                    if let Some(path) = path {
+                        self.reload(path, cache);
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, plan: reload::Plan) {
+        let summary = plan.summary();
+        if plan.status_listen != self.status_listen {
+            tracing::warn!("[status] listen changed: it takes effect when kmirror restarts");
+        }
+        self.host = plan.plugin_host;
+        self.watch_dir(&plan.plugins_dir);
+        for name in &plan.stop {
+            self.flows.stop(name);
+        }
+        for flow in plan.restart {
+            self.flows.restart(flow);
+        }
+        for flow in plan.start {
+            self.flows.start(flow);
+        }
+        tracing::info!(changes = %summary, "configuration reloaded");
+        self.telemetry.config_reloaded(true, &summary);
+    }
 }

@@ -11,7 +11,8 @@
 //! - [`heartbeats`]: heartbeat records (`MirrorHeartbeatTask`).
 //! - [`leadership`]: which instance does the singleton duties, elected through a control
 //!   consumer group; [`duties`]: those duties, started and stopped with leadership.
-//! - [`plugins`]: the flow's plugin roles behind async, batched calls.
+//! - [`plugins`]: the flow's plugin roles behind async, batched calls, swappable while it
+//!   runs; [`reload`]: whether a running flow may take new roles.
 //! - [`telemetry`]: the flow's counters and status, rendered by `/status` and `/metrics`.
 //! - [`supervisor`]: wires one flow's tasks together and watches them (`tasks`).
 
@@ -23,6 +24,7 @@ pub mod heartbeats;
 pub mod leadership;
 pub mod offset_syncs;
 pub mod plugins;
+pub mod reload;
 pub mod replication;
 pub mod supervisor;
 mod tasks;

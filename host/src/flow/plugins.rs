@@ -2,11 +2,16 @@
 //! deadline (and a WASI-importing component must not run on a runtime worker), so every
 //! call runs on tokio's blocking pool; this facade owns that, and the copying of names it
 //! needs. Hot paths make one call per batch of names, not one per name.
+//!
+//! The roles are swappable while the flow runs (a hot reload): [`FlowPlugins::replace`]
+//! installs a new set atomically and bumps the generation, which tells discovery to drop
+//! its cached decisions. A call in flight finishes on the set it started with.
 
 use crate::kafka::{TopicConfigEntry, invalid_topic_name};
 use crate::policy::{FlowRoles, PluginError};
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use tokio_util::sync::CancellationToken;
 
 /// The names of a flow's internal topics, as its replication policy gives them.
@@ -34,10 +39,16 @@ pub struct FlowNames {
 /// A batch rule over the roles: one call for a whole list of names.
 pub type BatchRule<T> = fn(&FlowRoles, &FlowNames, &[String]) -> Result<T, PluginError>;
 
-/// A flow's plugin roles, called asynchronously.
+/// The roles in force and how many times they were replaced.
+struct Live {
+    roles: RwLock<Arc<FlowRoles>>,
+    generation: AtomicU64,
+}
+
+/// A flow's plugin roles, called asynchronously. Clones share the roles in force.
 #[derive(Clone)]
 pub struct FlowPlugins {
-    roles: FlowRoles,
+    live: Arc<Live>,
     names: Arc<FlowNames>,
     stop: CancellationToken,
 }
@@ -46,7 +57,10 @@ impl FlowPlugins {
     /// The roles of the flow `source_alias -> target_alias`.
     pub fn new(roles: FlowRoles, source_alias: &str, target_alias: &str) -> Self {
         FlowPlugins {
-            roles,
+            live: Arc::new(Live {
+                roles: RwLock::new(Arc::new(roles)),
+                generation: AtomicU64::new(0),
+            }),
             names: Arc::new(FlowNames {
                 source: source_alias.to_string(),
                 target: target_alias.to_string(),
@@ -78,13 +92,45 @@ impl FlowPlugins {
         self
     }
 
-    /// Runs `f` on the blocking pool.
+    /// The roles in force.
+    pub fn roles(&self) -> Arc<FlowRoles> {
+        self.live
+            .roles
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How many times the roles were replaced; discovery drops its cached decisions when
+    /// this changes.
+    pub fn generation(&self) -> u64 {
+        self.live.generation.load(Ordering::Acquire)
+    }
+
+    /// Installs `roles` for every later call (calls in flight finish on the old ones);
+    /// returns the new generation.
+    pub fn replace(&self, roles: FlowRoles) -> u64 {
+        let mut current = self
+            .live
+            .roles
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        *current = Arc::new(roles);
+        self.live.generation.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// The flow's aliases and reserved names.
+    pub fn names(&self) -> &FlowNames {
+        &self.names
+    }
+
+    /// Runs `f` on the blocking pool, with the roles in force when it is called.
     async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&FlowRoles, &FlowNames) -> Result<T, PluginError> + Send + 'static,
     ) -> Result<T, PluginError> {
-        let this = self.clone();
-        let call = tokio::task::spawn_blocking(move || f(&this.roles, &this.names));
+        let (roles, names) = (self.roles(), self.names.clone());
+        let call = tokio::task::spawn_blocking(move || f(&roles, &names));
         tokio::select! {
             _ = self.stop.cancelled() => Err(PluginError::Cancelled {
                 plugin: "(flow)".into(),
@@ -102,29 +148,7 @@ impl FlowPlugins {
 
     /// The internal topic names, each checked to be a valid topic name.
     pub async fn internal_topics(&self) -> Result<InternalTopics, PluginError> {
-        self.blocking(|r, a| {
-            let p = &r.replication_policy;
-            let topics = InternalTopics {
-                offset_syncs: p.offset_syncs_topic(&a.target)?,
-                heartbeats: p.heartbeats_topic()?,
-                checkpoints: p.checkpoints_topic(&a.source)?,
-            };
-            for (function, name) in [
-                ("offset-syncs-topic", &topics.offset_syncs),
-                ("heartbeats-topic", &topics.heartbeats),
-                ("checkpoints-topic", &topics.checkpoints),
-            ] {
-                if let Some(why) = invalid_topic_name(name) {
-                    return Err(PluginError::Output {
-                        plugin: "replication policy".into(),
-                        function,
-                        message: format!("`{name}`: {why}"),
-                    });
-                }
-            }
-            Ok(topics)
-        })
-        .await
+        self.blocking(internal_topics_of).await
     }
 
     /// `rule` applied to `names` in one call off the runtime (e.g. discovery's decisions
@@ -171,4 +195,32 @@ impl FlowPlugins {
         })
         .await
     }
+}
+
+/// The internal topic names `roles` give the flow `names`, each checked to be a valid
+/// topic name.
+pub fn internal_topics_of(
+    roles: &FlowRoles,
+    names: &FlowNames,
+) -> Result<InternalTopics, PluginError> {
+    let p = &roles.replication_policy;
+    let topics = InternalTopics {
+        offset_syncs: p.offset_syncs_topic(&names.target)?,
+        heartbeats: p.heartbeats_topic()?,
+        checkpoints: p.checkpoints_topic(&names.source)?,
+    };
+    for (function, name) in [
+        ("offset-syncs-topic", &topics.offset_syncs),
+        ("heartbeats-topic", &topics.heartbeats),
+        ("checkpoints-topic", &topics.checkpoints),
+    ] {
+        if let Some(why) = invalid_topic_name(name) {
+            return Err(PluginError::Output {
+                plugin: "replication policy".into(),
+                function,
+                message: format!("`{name}`: {why}"),
+            });
+        }
+    }
+    Ok(topics)
 }

@@ -17,10 +17,12 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// Runs `flow` until `shutdown`.
+/// Runs `flow` until `shutdown`, calling `plugins` (the flow's roles, which a hot reload
+/// may replace while it runs).
 pub async fn run(
     flow: Arc<ResolvedFlow>,
     telemetry: Arc<FlowTelemetry>,
+    plugins: FlowPlugins,
     shutdown: CancellationToken,
 ) -> Result<(), FlowError> {
     let name = flow.name.clone();
@@ -35,7 +37,7 @@ pub async fn run(
         SyncsLocation::Source => source.clone(),
         SyncsLocation::Target => target.clone(),
     };
-    let plugins = FlowPlugins::new(flow.roles.clone(), src, dst).until(shutdown.clone());
+    let plugins = plugins.until(shutdown.clone());
     let topics = match plugins.internal_topics().await {
         Ok(t) => t,
         Err(PluginError::Cancelled { .. }) => return Ok(()),

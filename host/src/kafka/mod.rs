@@ -79,7 +79,7 @@ pub fn invalid_topic_name(name: &str) -> Option<String> {
 pub type TopicPartitions = BTreeMap<String, i32>;
 
 /// One cluster as configured: its alias and client properties.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ClusterSettings {
     /// The alias (what replication policies see: `primary.orders`).
     pub alias: String,

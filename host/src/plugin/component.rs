@@ -3,13 +3,15 @@
 
 use super::PluginHost;
 use super::bindings::{config_property_filter, group_filter, replication_policy, topic_filter};
-use super::cache::{CacheOutcome, ComponentCache};
+use super::cache::{CacheOutcome, ComponentCache, hex};
 use super::compile::precompile;
 use super::engine::HostState;
 use super::instance::{RoleGuest, RoleInstance};
+use super::stats::PluginStats;
 use crate::policy::{
     Config, ConfigPropertyFilter, GroupFilter, PluginError, ReplicationPolicy, Role, TopicFilter,
 };
+use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use wasmtime::component::{Component, InstancePre};
@@ -24,6 +26,7 @@ pub struct PluginComponent {
     roles: Vec<Role>,
     loaded: Arc<Loaded>,
     cache_outcome: CacheOutcome,
+    sha256: String,
 }
 
 /// What every instance of a component shares.
@@ -31,6 +34,8 @@ pub(crate) struct Loaded {
     pub host: PluginHost,
     pub pre: InstancePre<HostState>,
     pub name: String,
+    /// Where its calls are counted.
+    pub stats: Arc<PluginStats>,
 }
 
 /// The roles among `exports` (export names), and the names that are not roles.
@@ -154,6 +159,7 @@ impl PluginComponent {
                         "{e:#} (plugins may import only WASI interfaces, which grant nothing)"
                     ),
                 })?;
+        let stats = host.registry().entry(&name);
         Ok(PluginComponent {
             path: path.to_path_buf(),
             roles,
@@ -161,8 +167,10 @@ impl PluginComponent {
                 host: host.clone(),
                 pre,
                 name,
+                stats,
             }),
             cache_outcome,
+            sha256: hex(&Sha256::digest(bytes)),
         })
     }
 
@@ -174,6 +182,16 @@ impl PluginComponent {
     /// The roles it exports.
     pub fn roles(&self) -> &[Role] {
         &self.roles
+    }
+
+    /// SHA-256 of the component's bytes, hex.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// Its stats (shared by every component loaded under the same name).
+    pub fn stats(&self) -> &Arc<PluginStats> {
+        &self.loaded.stats
     }
 
     /// Whether it came from the compile cache.

@@ -2,6 +2,8 @@
 //! ticker that enforces call deadlines, and the WASI context that grants nothing.
 
 use super::cache::ComponentCache;
+use super::output::GuestOutput;
+use super::stats::PluginRegistry;
 use crate::policy::PluginError;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -121,15 +123,19 @@ impl ResourceLimiter for Limiter {
 /// What a plugin's store holds: the limiter and a WASI context that grants nothing.
 pub(crate) struct HostState {
     pub limiter: Limiter,
+    /// What the guest writes to stdout and stderr (the newest bytes).
+    pub output: GuestOutput,
     wasi: WasiCtx,
     table: ResourceTable,
 }
 
 impl HostState {
     pub fn new(limits: Limits) -> Self {
+        let output = GuestOutput::default();
         HostState {
             limiter: Limiter::new(limits),
-            wasi: deny_all_wasi(),
+            wasi: deny_all_wasi(&output),
+            output,
             table: ResourceTable::new(),
         }
     }
@@ -172,8 +178,10 @@ impl HostMonotonicClock for FixedMonotonicClock {
 /// arguments, empty stdin and discarded stdout/stderr, no sockets or name lookups, clocks
 /// stopped at zero and "random" numbers from a fixed seed. Guests built for `wasm32-wasip2`
 /// import WASI and would not instantiate without it; they get no capability through it.
-fn deny_all_wasi() -> WasiCtx {
+fn deny_all_wasi(output: &GuestOutput) -> WasiCtx {
     WasiCtxBuilder::new()
+        .stdout(output.clone())
+        .stderr(output.clone())
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false)
@@ -253,6 +261,7 @@ struct Inner {
     limits: Limits,
     cache: Option<ComponentCache>,
     ticker: Arc<Ticker>,
+    registry: Arc<PluginRegistry>,
 }
 
 impl Drop for Inner {
@@ -272,6 +281,16 @@ pub struct PluginHost(Arc<Inner>);
 impl PluginHost {
     /// A host with `limits` and, when `cache` is given, a compile cache there.
     pub fn new(limits: Limits, cache: Option<ComponentCache>) -> Result<Self, PluginError> {
+        Self::with_registry(limits, cache, Arc::default())
+    }
+
+    /// A runtime whose plugins count their calls in `registry` (shared across the
+    /// configurations a daemon loads, so counts survive a reload).
+    pub fn with_registry(
+        limits: Limits,
+        cache: Option<ComponentCache>,
+        registry: Arc<PluginRegistry>,
+    ) -> Result<Self, PluginError> {
         let engine = new_engine().map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
@@ -304,6 +323,7 @@ impl PluginHost {
             limits,
             cache,
             ticker,
+            registry,
         })))
     }
 
@@ -333,6 +353,11 @@ impl PluginHost {
 
     pub(crate) fn cache(&self) -> Option<&ComponentCache> {
         self.0.cache.as_ref()
+    }
+
+    /// Every plugin's stats.
+    pub fn registry(&self) -> &Arc<PluginRegistry> {
+        &self.0.registry
     }
 }
 

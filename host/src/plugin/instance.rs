@@ -12,6 +12,7 @@ use crate::policy::{
     ConfigPropertyFilter, GroupFilter, PluginError, ReplicationPolicy, Role, TopicFilter, TrapKind,
 };
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 use wasmtime::Store;
 use wasmtime::component::{Instance, InstancePre};
 
@@ -132,40 +133,27 @@ impl<G: RoleGuest> RoleInstance<G> {
         let mut store = Store::new(host.engine(), HostState::new(host.limits()));
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(host.limits().deadline_ticks());
-        let instance = self
-            .loaded
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| self.classify(e, "instantiate"))?;
-        let guest = G::load(&self.indices, &mut store, &instance)
-            .map_err(|e| self.classify(e, "instantiate"))?;
+        let instance = match self.loaded.pre.instantiate(&mut store) {
+            Ok(i) => i,
+            Err(e) => return Err(self.classify(e, "instantiate", store.data().output.take())),
+        };
+        let guest = match G::load(&self.indices, &mut store, &instance) {
+            Ok(g) => g,
+            Err(e) => return Err(self.classify(e, "instantiate", store.data().output.take())),
+        };
         store.set_epoch_deadline(host.limits().deadline_ticks());
-        match guest.configure(&mut store, &self.config) {
+        let configured = guest.configure(&mut store, &self.config);
+        let output = store.data().output.take();
+        self.log_output("configure", &output);
+        match configured {
             Ok(Ok(())) => Ok(Live { store, guest }),
             Ok(Err(message)) => Err(PluginError::Config {
                 plugin: self.loaded.name.clone(),
                 role: G::ROLE,
                 message,
             }),
-            Err(e) => Err(self.classify(e, "configure")),
+            Err(e) => Err(self.classify(e, "configure", output)),
         }
-    }
-
-    /// Runs one call within the limits and checks its answer with `check`; on a failed call
-    /// the instance is discarded (a refused answer keeps it: the call itself returned).
-    fn checked<R>(
-        &self,
-        function: &'static str,
-        f: impl FnOnce(&G, &mut Store<HostState>) -> wasmtime::Result<R>,
-        check: impl FnOnce(&R) -> Result<(), String>,
-    ) -> Result<R, PluginError> {
-        let value = self.call(function, f)?;
-        check(&value).map_err(|message| PluginError::Output {
-            plugin: self.loaded.name.clone(),
-            function,
-            message,
-        })?;
-        Ok(value)
     }
 
     /// Runs one call within the limits; on failure the instance is discarded.
@@ -174,24 +162,81 @@ impl<G: RoleGuest> RoleInstance<G> {
         function: &'static str,
         f: impl FnOnce(&G, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, PluginError> {
+        self.checked(function, f, |_| Ok(()))
+    }
+
+    /// Runs one call within the limits and checks its answer with `check`; on a failed call
+    /// the instance is discarded (a refused answer keeps it: the call itself returned).
+    /// Every call is counted in the plugin's stats, with its duration and outcome.
+    fn checked<R>(
+        &self,
+        function: &'static str,
+        f: impl FnOnce(&G, &mut Store<HostState>) -> wasmtime::Result<R>,
+        check: impl FnOnce(&R) -> Result<(), String>,
+    ) -> Result<R, PluginError> {
+        let began = Instant::now();
+        let (result, output) = self.run(function, f);
+        let result = result.and_then(|value| {
+            check(&value).map_err(|message| PluginError::Output {
+                plugin: self.loaded.name.clone(),
+                function,
+                message,
+            })?;
+            Ok(value)
+        });
+        let error = result.as_ref().err();
+        self.loaded
+            .stats
+            .call(began.elapsed(), error, Some(&output));
+        if error.is_none() {
+            self.log_output(function, &output);
+        }
+        result
+    }
+
+    /// The call and what the guest wrote during it.
+    fn run<R>(
+        &self,
+        function: &'static str,
+        f: impl FnOnce(&G, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> (Result<R, PluginError>, String) {
         let mut slot = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         let _ticking = self.loaded.host.busy();
         let live = match slot.as_mut() {
             Some(live) => live,
-            None => slot.insert(self.start()?),
+            None => match self.start() {
+                Ok(live) => slot.insert(live),
+                Err(e) => return (Err(e), String::new()),
+            },
         };
         live.store
             .set_epoch_deadline(self.loaded.host.limits().deadline_ticks());
-        match f(&live.guest, &mut live.store) {
-            Ok(value) => Ok(value),
+        let result = f(&live.guest, &mut live.store);
+        let output = live.store.data().output.take();
+        match result {
+            Ok(value) => (Ok(value), output),
             Err(e) => {
                 *slot = None;
-                Err(self.classify(e, function))
+                let error = self.classify(e, function, output.clone());
+                (Err(error), output)
             }
         }
     }
 
-    fn classify(&self, error: wasmtime::Error, function: &'static str) -> PluginError {
+    /// A guest's output from a call that succeeded, at debug level (a failed call carries
+    /// it in its error).
+    fn log_output(&self, function: &'static str, output: &str) {
+        if !output.is_empty() {
+            tracing::debug!(plugin = %self.loaded.name, function, output, "plugin output");
+        }
+    }
+
+    fn classify(
+        &self,
+        error: wasmtime::Error,
+        function: &'static str,
+        output: String,
+    ) -> PluginError {
         let plugin = self.loaded.name.clone();
         if let Some(limit) = error.downcast_ref::<MemoryLimitExceeded>() {
             return PluginError::MemoryLimit {
@@ -234,6 +279,7 @@ impl<G: RoleGuest> RoleInstance<G> {
             function,
             kind,
             message,
+            output,
         }
     }
 }

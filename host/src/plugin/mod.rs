@@ -7,7 +7,9 @@
 //!   each entry authenticated.
 //! - [`compile`]: compiling within a size and time bound (out of process in the binary).
 //! - [`component`]: loading a component file and detecting its roles.
-//! - `instance`: a long-lived, configured instance per role, re-created after a trap.
+//! - `instance`: a long-lived, configured instance per role, re-created after a trap;
+//!   `output`: the guest's stdout/stderr in a bounded ring buffer.
+//! - [`stats`]: per-plugin calls, errors by kind, durations, reloads, what is loaded.
 //! - [`builtin`]: the native built-ins (MM2's defaults) by name.
 
 mod bindings;
@@ -17,6 +19,8 @@ pub mod compile;
 pub mod component;
 pub mod engine;
 mod instance;
+mod output;
+pub mod stats;
 
 pub use component::PluginComponent;
 pub use engine::{Limits, PluginHost};

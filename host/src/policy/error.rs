@@ -92,7 +92,10 @@ pub enum PluginError {
         limit: usize,
     },
     /// A call trapped (a panic in the guest, an out-of-bounds access, ...).
-    #[error("plugin {plugin}: {function} trapped ({kind}): {message}")]
+    #[error(
+        "plugin {plugin}: {function} trapped ({kind}): {message}{}",
+        guest_output(output)
+    )]
     Trap {
         /// The plugin.
         plugin: String,
@@ -102,6 +105,9 @@ pub enum PluginError {
         kind: TrapKind,
         /// The runtime's description.
         message: String,
+        /// The tail of what the guest wrote to stderr/stdout before it trapped (its panic
+        /// message), empty if nothing.
+        output: String,
     },
     /// A call returned an answer the host refuses (a string too long, a list of the wrong
     /// length).
@@ -161,6 +167,16 @@ impl std::fmt::Display for TrapKind {
             TrapKind::Arithmetic => "arithmetic fault",
             TrapKind::Other => "trap",
         })
+    }
+}
+
+/// `; guest output: ...` when the guest wrote something before it failed.
+fn guest_output(output: &str) -> String {
+    let output = output.trim();
+    if output.is_empty() {
+        String::new()
+    } else {
+        format!("; guest output: {output}")
     }
 }
 

@@ -42,11 +42,13 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let interval = ctx.interval;
+    let generation = ctx.plugins.generation();
     let mut discovery = Discovery {
         ctx,
         decisions: BTreeMap::new(),
         undecided: BTreeMap::new(),
         mirrored: Routes::new(),
+        generation,
     };
     loop {
         if let Some(next) = discovery.pass().await {
@@ -78,6 +80,8 @@ struct Discovery {
     decisions: BTreeMap<String, Decision>,
     /// What the last pass mirrored.
     mirrored: Routes,
+    /// The plugins' generation the decisions were made with.
+    generation: u64,
 }
 
 impl Discovery {
@@ -100,6 +104,14 @@ impl Discovery {
         let source = listed(src, "list source topics", source);
         let target = listed(dst, "list target topics", target);
         let (source, mut target) = (source?, target?);
+        let generation = self.ctx.plugins.generation();
+        if generation != self.generation {
+            // The plugins were replaced: every topic is decided again by the new ones.
+            tracing::info!(flow = %telemetry.flow, topics = self.decisions.len(), generation, "plugins replaced; deciding every topic again");
+            self.decisions.clear();
+            self.undecided.clear();
+            self.generation = generation;
+        }
         let now = Instant::now();
         self.undecided
             .retain(|t, (retry_at, _)| source.contains_key(t) && *retry_at > now);
@@ -111,6 +123,8 @@ impl Discovery {
         if !new.is_empty() {
             // Fail safe: an undecided topic is not mirrored; it is asked again later.
             match self.ctx.plugins.batch(&new, rules::decide_with).await {
+                // Decided by plugins replaced meanwhile: decided again next pass.
+                Ok(_) if self.ctx.plugins.generation() != self.generation => {}
                 Ok(decided) => {
                     for (topic, e) in decided.failed {
                         telemetry.add(Counter::UndecidedTopics, 1);

@@ -1,16 +1,15 @@
 //! A flow's telemetry: one table of counters that both `/status` (JSON) and `/metrics`
 //! (Prometheus) render, the flow's status and health ([`status`]), a replication-latency
-//! histogram ([`latency`]), and error logging rate-limited per (operation, kind) so its
+//! histogram ([`crate::histogram`]), and error logging rate-limited per (operation, kind) so its
 //! memory stays bounded.
 
-pub mod latency;
 pub mod status;
 
-pub use latency::LatencyHistogram;
 pub use status::{
     FlowStatus, Health, MemberStatus, Millis, PartitionStatus, Paused, Unreachable, now_ms,
 };
 
+use crate::histogram::Histogram;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::sync::Mutex;
@@ -152,7 +151,7 @@ pub struct FlowTelemetry {
     /// The flow's name.
     pub flow: String,
     /// Time from a record's timestamp to the target's ack.
-    pub latency: LatencyHistogram,
+    pub latency: Histogram,
     counters: [AtomicU64; Counter::ALL.len()],
     status: Mutex<FlowStatus>,
     errors: Mutex<ErrorLog>,
@@ -169,7 +168,7 @@ impl FlowTelemetry {
     pub fn with_unreachable_after(flow: &str, unreachable_after: Duration) -> Self {
         FlowTelemetry {
             flow: flow.to_string(),
-            latency: LatencyHistogram::default(),
+            latency: Histogram::latency(),
             counters: Default::default(),
             status: Mutex::new(FlowStatus {
                 state: "starting",

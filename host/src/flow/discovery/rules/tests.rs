@@ -221,6 +221,7 @@ impl ReplicationPolicy for Liar {
                 function: "format-remote-topic",
                 kind: crate::policy::TrapKind::Unreachable,
                 message: "boom".into(),
+                output: String::new(),
             }),
             _ => Ok(format!("{s}.{t}")),
         }

@@ -1,0 +1,245 @@
+//! The daemon's running flows: started, stopped gracefully and restarted one at a time, each
+//! on its own cancellation token, each reporting its end on one channel. A restart starts
+//! the new flow once the old one has stored its progress and left its groups.
+
+use crate::config::ResolvedFlow;
+use crate::flow::FlowError;
+use crate::flow::plugins::FlowPlugins;
+use crate::flow::supervisor;
+use crate::flow::telemetry::FlowTelemetry;
+use crate::telemetry::Telemetry;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long a stopping flow may take beyond its `shutdown_timeout` before it is abandoned.
+pub const STOP_GRACE: Duration = Duration::from_secs(20);
+
+/// A running flow.
+pub struct Running {
+    /// Its configuration.
+    pub flow: Arc<ResolvedFlow>,
+    /// Its telemetry.
+    pub telemetry: Arc<FlowTelemetry>,
+    /// Its plugin roles (shared with the flow: a replacement takes effect there).
+    pub plugins: FlowPlugins,
+    /// The content hash of each component file it runs, by path.
+    pub hashes: BTreeMap<PathBuf, String>,
+    id: u64,
+    token: CancellationToken,
+    abort: AbortHandle,
+    /// Set once asked to stop: when to give up waiting.
+    stopping: Option<Instant>,
+}
+
+/// A flow's end.
+pub struct Exit {
+    name: String,
+    id: u64,
+    result: Result<(), FlowError>,
+}
+
+/// The running flows.
+pub struct Flows {
+    running: BTreeMap<String, Running>,
+    /// Flows to start once the flow of the same name has stopped.
+    pending: BTreeMap<String, ResolvedFlow>,
+    exits: mpsc::UnboundedReceiver<Exit>,
+    exit_tx: mpsc::UnboundedSender<Exit>,
+    next_id: u64,
+    root: CancellationToken,
+    telemetry: Arc<Telemetry>,
+}
+
+impl Flows {
+    /// No flows yet; every flow's token is a child of `root`.
+    pub fn new(root: CancellationToken, telemetry: Arc<Telemetry>) -> Self {
+        let (exit_tx, exits) = mpsc::unbounded_channel();
+        Flows {
+            running: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            exits,
+            exit_tx,
+            next_id: 0,
+            root,
+            telemetry,
+        }
+    }
+
+    /// The running flows, by name.
+    pub fn running(&self) -> &BTreeMap<String, Running> {
+        &self.running
+    }
+
+    /// Whether no flow runs or waits to start.
+    pub fn is_empty(&self) -> bool {
+        self.running.is_empty() && self.pending.is_empty()
+    }
+
+    /// Starts `flow` now.
+    pub fn start(&mut self, flow: ResolvedFlow) {
+        let name = flow.name.clone();
+        let telemetry = Arc::new(FlowTelemetry::with_unreachable_after(
+            &name,
+            flow.settings.unreachable_after,
+        ));
+        let plugins = FlowPlugins::new(flow.roles.clone(), &flow.source.alias, &flow.target.alias);
+        let hashes = flow
+            .slots
+            .components
+            .iter()
+            .map(|(path, (sha, roles))| {
+                let stats = self.telemetry.plugins.entry(&path.display().to_string());
+                stats.loaded(sha, roles);
+                (path.clone(), sha.clone())
+            })
+            .collect();
+        tracing::info!(flow = %name, source = ?flow.source, target = ?flow.target,
+            topic_filter = %flow.slots.topic_filter, replication_policy = %flow.slots.replication_policy,
+            "configured flow");
+        let flow = Arc::new(flow);
+        let token = self.root.child_token();
+        self.next_id += 1;
+        let id = self.next_id;
+        let run = supervisor::run(
+            flow.clone(),
+            telemetry.clone(),
+            plugins.clone(),
+            token.clone(),
+        );
+        let inner = tokio::spawn(run);
+        let (tx, exit_name) = (self.exit_tx.clone(), name.clone());
+        let abort = inner.abort_handle();
+        tokio::spawn(async move {
+            let result = match inner.await {
+                Ok(result) => result,
+                Err(e) if e.is_cancelled() => Ok(()),
+                Err(e) => Err(FlowError::Task {
+                    flow: exit_name.clone(),
+                    task: "flow",
+                    message: e.to_string(),
+                }),
+            };
+            let _ = tx.send(Exit {
+                name: exit_name,
+                id,
+                result,
+            });
+        });
+        self.telemetry.add_flow(telemetry.clone());
+        self.running.insert(
+            name,
+            Running {
+                flow,
+                telemetry,
+                plugins,
+                hashes,
+                id,
+                token,
+                abort,
+                stopping: None,
+            },
+        );
+    }
+
+    /// Asks the flow `name` to stop gracefully.
+    pub fn stop(&mut self, name: &str) {
+        if let Some(r) = self.running.get_mut(name) {
+            if r.stopping.is_none() {
+                tracing::info!(flow = %name, "stopping flow");
+                r.token.cancel();
+                r.stopping = Some(Instant::now() + r.flow.settings.shutdown_timeout + STOP_GRACE);
+            }
+        }
+    }
+
+    /// Stops the flow of `flow`'s name and starts `flow` once it has stopped.
+    pub fn restart(&mut self, flow: ResolvedFlow) {
+        let name = flow.name.clone();
+        if self.running.contains_key(&name) {
+            self.stop(&name);
+            self.pending.insert(name, flow);
+        } else {
+            self.start(flow);
+        }
+    }
+
+    /// Records that content `sha256` of `path` now runs in the flow `name`.
+    pub fn reloaded(&mut self, name: &str, path: PathBuf, sha256: String) {
+        if let Some(r) = self.running.get_mut(name) {
+            r.hashes.insert(path, sha256);
+        }
+    }
+
+    /// The next flow to end, or `None` if none is running.
+    pub async fn next_exit(&mut self) -> Exit {
+        // The sender half is ours too: this never ends by closing.
+        self.exits
+            .recv()
+            .await
+            .expect("the flows' exit channel is held open")
+    }
+
+    /// Handles a flow's end; returns its error if it failed while not asked to stop.
+    pub fn ended(&mut self, exit: Exit) -> Option<FlowError> {
+        let Some(r) = self.running.get(&exit.name).filter(|r| r.id == exit.id) else {
+            return None; // abandoned after its deadline: already replaced
+        };
+        let asked = r.stopping.is_some() || self.root.is_cancelled();
+        self.running.remove(&exit.name);
+        self.telemetry.remove_flow(&exit.name);
+        if let Some(next) = self.pending.remove(&exit.name) {
+            self.start(next);
+        }
+        match exit.result {
+            Err(e) if !asked => Some(e),
+            Err(e) => {
+                tracing::warn!(flow = %exit.name, error = %e, "flow failed while stopping");
+                None
+            }
+            Ok(()) => {
+                tracing::info!(flow = %exit.name, "flow stopped");
+                None
+            }
+        }
+    }
+
+    /// Abandons flows that did not stop by their deadline (and starts their replacements).
+    pub fn abandon_overdue(&mut self) {
+        let now = Instant::now();
+        let overdue: Vec<String> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.stopping.is_some_and(|d| d <= now))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in overdue {
+            if let Some(r) = self.running.remove(&name) {
+                tracing::error!(flow = %name, "the flow did not stop in time; abandoning it");
+                r.abort.abort();
+                self.telemetry.remove_flow(&name);
+            }
+            if let Some(next) = self.pending.remove(&name) {
+                self.start(next);
+            }
+        }
+    }
+
+    /// The latest stop deadline of the flows asked to stop.
+    pub fn latest_deadline(&self) -> Option<Instant> {
+        self.running.values().filter_map(|r| r.stopping).max()
+    }
+
+    /// Asks every flow to stop and drops the pending ones.
+    pub fn stop_all(&mut self) {
+        self.pending.clear();
+        let names: Vec<String> = self.running.keys().cloned().collect();
+        for name in names {
+            self.stop(&name);
+        }
+    }
+}
