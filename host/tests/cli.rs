@@ -245,19 +245,34 @@ fn hostile_components_never_take_the_cli_down() {
     }
 }
 
-/// `plugin new` for every role: the scaffold builds to a component (wasm32-wasip2) and
-/// passes `plugin check` unchanged.
+/// `plugin new` for every role, from a copy of the binary outside the source tree (as
+/// installed): each scaffold is self-contained, `plugin build` makes it a component
+/// (wasm32-wasip2, and wasm32-unknown-unknown through wit-component) and it passes the
+/// conformance suite unchanged.
 #[test]
-fn new_scaffolds_plugins_that_build_and_pass_check() {
+fn new_scaffolds_rust_plugins_that_build_and_pass_check() {
     let dir = tempfile::tempdir().unwrap();
+    let installed = dir.path().join("bin/kmirror");
+    std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_kmirror"), &installed).unwrap();
     let target = plugins_dir().join("../scaffold-target");
-    for (name, role) in [
-        ("my-policy", "replication-policy"),
-        ("my-topics", "topic-filter"),
-        ("my-groups", "group-filter"),
-        ("my-configs", "config-property-filter"),
+    let kmirror = |args: &[&str]| {
+        std::process::Command::new(&installed)
+            .arg("--no-cache")
+            .args(args)
+            .env("KMIRROR_LOG", "warn")
+            .env("CARGO_TARGET_DIR", &target)
+            .env("CARGO_NET_OFFLINE", "true")
+            .output()
+            .unwrap()
+    };
+    for (name, role, build_target) in [
+        ("my-policy", "replication-policy", "wasm32-wasip2"),
+        ("my-topics", "topic-filter", "wasm32-unknown-unknown"),
+        ("my-groups", "group-filter", "wasm32-wasip2"),
+        ("my-configs", "config-property-filter", "wasm32-wasip2"),
     ] {
-        let o = run(&[
+        let o = kmirror(&[
             "plugin",
             "new",
             name,
@@ -267,28 +282,19 @@ fn new_scaffolds_plugins_that_build_and_pass_check() {
             dir.path().to_str().unwrap(),
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
-        let crate_dir = dir.path().join(name);
-        let build = std::process::Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--offline",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-            ])
-            .current_dir(&crate_dir)
-            .env("CARGO_TARGET_DIR", &target)
-            .output()
-            .unwrap();
+        let project = dir.path().join(name);
+        let cargo = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
         assert!(
-            build.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&build.stderr)
+            !cargo.contains(env!("CARGO_MANIFEST_DIR")),
+            "no path into the sources: {cargo}"
         );
-        let component = target
-            .join("wasm32-wasip2/release")
-            .join(format!("{}.wasm", name.replace('-', "_")));
-        let o = run(&["plugin", "check", component.to_str().unwrap()]);
+        let o = kmirror(&[
+            "plugin",
+            "build",
+            project.to_str().unwrap(),
+            "--target",
+            build_target,
+        ]);
         assert_eq!(
             o.status.code(),
             Some(0),
@@ -301,6 +307,7 @@ fn new_scaffolds_plugins_that_build_and_pass_check() {
             "{}",
             stdout(&o)
         );
+        assert!(project.join(format!("{name}.wasm")).is_file());
     }
     let o = run(&[
         "plugin",
@@ -316,6 +323,75 @@ fn new_scaffolds_plugins_that_build_and_pass_check() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown role `nope`"), "{}", stderr(&o));
     assert!(Path::new(&target).is_dir());
+}
+
+/// `plugin new --lang python|javascript` for every role: componentize-py and
+/// componentize-js (installed by scripts/setup.sh) build each scaffold into a component
+/// that passes the conformance suite; and `plugin test` shows a role's answers.
+#[test]
+fn python_and_javascript_scaffolds_build_and_pass_check() {
+    let dir = tempfile::tempdir().unwrap();
+    for lang in ["python", "javascript"] {
+        for role in [
+            "replication-policy",
+            "topic-filter",
+            "group-filter",
+            "config-property-filter",
+        ] {
+            let name = format!("{}-{role}", &lang[..2]);
+            let o = run(&[
+                "plugin",
+                "new",
+                &name,
+                "--role",
+                role,
+                "--lang",
+                lang,
+                "--dir",
+                dir.path().to_str().unwrap(),
+            ]);
+            assert!(o.status.success(), "{}", stderr(&o));
+            let project = dir.path().join(&name);
+            let o = run(&["plugin", "build", project.to_str().unwrap()]);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{name}:\n{}{}",
+                stdout(&o),
+                stderr(&o)
+            );
+            assert!(
+                stdout(&o).contains(&format!("roles: {role}")),
+                "{}",
+                stdout(&o)
+            );
+            if role == "replication-policy" {
+                let names = dir.path().join("names.txt");
+                std::fs::write(
+                    &names,
+                    "orders\n# a comment\nbackup.orders\n__consumer_offsets\n",
+                )
+                .unwrap();
+                let component = project.join(format!("{name}.wasm"));
+                let o = run(&[
+                    "plugin",
+                    "test",
+                    component.to_str().unwrap(),
+                    "--input",
+                    names.to_str().unwrap(),
+                    "--config",
+                    "prefix=dr-",
+                    "--json",
+                ]);
+                assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+                let rows: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+                assert_eq!(rows[0]["target"], "dr-primary.orders", "{rows}");
+                assert_eq!(rows[1]["decision"], "mirror", "{rows}");
+                assert_eq!(rows[2]["decision"], "skip: internal", "{rows}");
+                assert_eq!(rows.as_array().unwrap().len(), 3);
+            }
+        }
+    }
 }
 
 fn run_with_cache(cache: &Path, args: &[&str]) -> Output {

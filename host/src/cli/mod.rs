@@ -4,6 +4,7 @@
 mod daemon;
 mod offsets;
 mod plugin;
+mod plugin_test;
 
 use crate::plugin::cache::CacheChoice;
 use clap::{Parser, Subcommand};

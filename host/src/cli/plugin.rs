@@ -1,6 +1,9 @@
-//! `kmirror plugin check | eval | new | builtins`.
+//! `kmirror plugin check | eval | test | new | build | builtins`.
 
-use crate::authoring::{conformance, eval, scaffold};
+use super::plugin_test;
+use crate::authoring::build::RustTarget;
+use crate::authoring::scaffold::Lang;
+use crate::authoring::{build, conformance, eval, scaffold};
 use crate::plugin::cache::ComponentCache;
 use crate::plugin::{Limits, Plugin, PluginHost, PluginSource, builtin};
 use crate::policy::{Config, PluginError, Role};
@@ -35,19 +38,64 @@ pub enum PluginCommand {
         #[command(flatten)]
         opts: CallOpts,
     },
-    /// Scaffold a plugin crate that builds to a component and passes `plugin check`.
+    /// Evaluate one role of a plugin over a file of names and print a table (or JSON): a
+    /// policy review before the plugin goes live.
+    Test {
+        /// The component file, or builtin:NAME.
+        plugin: String,
+        /// A file of names, one per line (`#` comments and blank lines skipped); `-` for stdin.
+        #[arg(long, value_name = "FILE")]
+        input: PathBuf,
+        /// The role to evaluate (default: the plugin's only role).
+        #[arg(long, value_parser = parse_role)]
+        role: Option<Role>,
+        /// The source cluster alias a replication policy names topics from.
+        #[arg(long, default_value = "primary")]
+        source_alias: String,
+        /// The target cluster alias (for cycle detection).
+        #[arg(long, default_value = "backup")]
+        target_alias: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        opts: CallOpts,
+    },
+    /// Scaffold a plugin project (Rust, Python or JavaScript) that `plugin build` turns into
+    /// a component passing `plugin check`.
     New {
-        /// The crate name (lowercase, `-` and `_` allowed).
+        /// The plugin name (lowercase, `-` and `_` allowed).
         name: String,
         /// The role it plays.
         #[arg(long, value_parser = parse_role)]
         role: Role,
+        /// The language it is written in.
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: Lang,
         /// Where to create it (default: the current directory).
         #[arg(long, default_value = ".")]
         dir: PathBuf,
-        /// The kmirror plugin SDK crate to depend on (default: the one in kmirror's sources).
+        /// Rust only: depend on this SDK crate instead of the one vendored into the project.
         #[arg(long)]
         sdk: Option<PathBuf>,
+    },
+    /// Build a plugin project into a component (`<name>.wasm`) and run the conformance suite
+    /// on it.
+    Build {
+        /// The project directory (default: the current directory).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Where to write the component (default: DIR/<name>.wasm).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+        /// Rust only: the target to build for.
+        #[arg(long, value_enum, default_value = "wasm32-wasip2")]
+        target: RustTarget,
+        /// Skip the conformance suite.
+        #[arg(long)]
+        no_check: bool,
+        #[command(flatten)]
+        opts: CallOpts,
     },
     /// List the native built-ins.
     Builtins,
@@ -116,26 +164,61 @@ pub fn run(cmd: PluginCommand, cache: Option<ComponentCache>) -> ExitCode {
             args,
             opts,
         } => eval_cmd(&plugin, &function, &args, &opts, cache),
+        PluginCommand::Test {
+            plugin,
+            input,
+            role,
+            source_alias,
+            target_alias,
+            json,
+            opts,
+        } => test_cmd(
+            &plugin,
+            &input,
+            role,
+            (&source_alias, &target_alias),
+            json,
+            &opts,
+            cache,
+        ),
         PluginCommand::New {
             name,
             role,
+            lang,
             dir,
             sdk,
-        } => match scaffold::scaffold(&name, role, &dir, sdk.as_deref()) {
+        } => match scaffold::scaffold(&name, role, lang, &dir, sdk.as_deref()) {
             Ok(path) => {
-                println!("created {} ({role} plugin)", path.display());
                 println!(
-                    "build it:  cd {} && cargo build --release --target wasm32-wasip2",
-                    path.display()
+                    "created {} ({role} plugin, {})",
+                    path.display(),
+                    lang.name()
                 );
                 println!(
-                    "check it:  kmirror plugin check {}/target/wasm32-wasip2/release/{}.wasm",
-                    path.display(),
-                    name.replace('-', "_")
+                    "build and check it:  kmirror plugin build {}",
+                    path.display()
                 );
                 ExitCode::SUCCESS
             }
             Err(e) => fail(USAGE, &e.to_string()),
+        },
+        PluginCommand::Build {
+            dir,
+            out,
+            target,
+            no_check,
+            opts,
+        } => match build::build(&dir, target, out.as_deref()) {
+            Ok(component) => {
+                let size = std::fs::metadata(&component).map_or(0, |m| m.len());
+                println!("built {} ({size} bytes)", component.display());
+                if no_check {
+                    ExitCode::SUCCESS
+                } else {
+                    check(&component.display().to_string(), &opts, cache)
+                }
+            }
+            Err(e) => fail(FAILED, &e.to_string()),
         },
         PluginCommand::Builtins => {
             for b in &builtin::BUILTINS {
@@ -189,5 +272,70 @@ fn eval_cmd(
         Err(e) if e.is_usage() => fail(USAGE, &e.to_string()),
         Err(eval::EvalError::Plugin(e @ PluginError::Config { .. })) => fail(USAGE, &e.to_string()),
         Err(e) => fail(FAILED, &e.to_string()),
+    }
+}
+
+fn test_cmd(
+    source: &str,
+    input: &std::path::Path,
+    role: Option<Role>,
+    (source_alias, target_alias): (&str, &str),
+    json: bool,
+    opts: &CallOpts,
+    cache: Option<ComponentCache>,
+) -> ExitCode {
+    let text = if input == std::path::Path::new("-") {
+        let mut s = String::new();
+        match std::io::Read::read_to_string(&mut std::io::stdin(), &mut s) {
+            Ok(_) => s,
+            Err(e) => return fail(USAGE, &format!("stdin: {e}")),
+        }
+    } else {
+        match std::fs::read_to_string(input) {
+            Ok(s) => s,
+            Err(e) => return fail(USAGE, &format!("{}: {e}", input.display())),
+        }
+    };
+    let (plugin, config) = match open(source, opts, cache) {
+        Ok(opened) => opened,
+        Err(e) => return fail(USAGE, &e),
+    };
+    let roles = plugin.roles();
+    let role = match (role, roles.as_slice()) {
+        (Some(r), _) if roles.contains(&r) => r,
+        (Some(r), _) => {
+            return fail(
+                USAGE,
+                &format!("{} does not export the {r} role", plugin.name()),
+            );
+        }
+        (None, [only]) => *only,
+        (None, _) => {
+            let list: Vec<&str> = roles.iter().map(|r| r.wit_name()).collect();
+            return fail(
+                USAGE,
+                &format!(
+                    "{} exports several roles ({}): pick one with --role",
+                    plugin.name(),
+                    list.join(", ")
+                ),
+            );
+        }
+    };
+    let names = plugin_test::names(&text);
+    match plugin_test::evaluate(&plugin, role, &config, &names, source_alias, target_alias) {
+        Ok((rows, failed)) => {
+            if json {
+                println!("{}", serde_json::Value::Array(rows));
+            } else {
+                print!("{}", plugin_test::table(&rows));
+            }
+            if failed {
+                ExitCode::from(FAILED)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => fail(USAGE, &e.to_string()),
     }
 }
