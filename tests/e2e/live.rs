@@ -412,3 +412,149 @@ fn sighup_adds_and_removes_flows_and_an_invalid_file_changes_nothing() {
     let mut k = k;
     assert_eq!(k.stop(), Some(0));
 }
+
+/// `kmirror plan --json` rows of flow `primary->backup`, by source topic.
+fn plan_rows(doc: &serde_json::Value) -> std::collections::BTreeMap<String, serde_json::Value> {
+    doc["flows"][0]["topics"]
+        .as_array()
+        .expect("topics")
+        .iter()
+        .map(|r| (r["source"].as_str().unwrap().to_string(), r.clone()))
+        .collect()
+}
+
+fn plan(args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = kmirror_cli(&[&["plan", "--json"], args].concat());
+    assert_eq!(code, Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn plan_shows_every_topic_and_what_a_candidate_would_change_writing_nothing() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    for (t, n) in [("orders", 3), ("grown", 4), ("fresh", 2), ("hidden-a", 1)] {
+        src.create_topic(t, n);
+    }
+    src.create_topic("backup.loop", 1);
+    dst.create_topic("primary.orders", 3);
+    dst.create_topic("primary.grown", 2);
+    produce(&src, "orders", 0, 10);
+    commit(&primary.addr, "billing", "orders", &[(0, 4)]);
+    commit(&primary.addr, "console-consumer-7", "orders", &[(0, 2)]);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = dir.path().join("plugins.d");
+    std::fs::create_dir(&plugins).unwrap();
+    install(&plugins, "policy.wasm", "default_policy.wasm");
+    install(&plugins, "filter.wasm", "regex_filter.wasm");
+    let slots = r#"replication_policy = { plugin = "policy.wasm" }
+topic_filter = { plugin = "filter.wasm", config = { "topics.exclude" = "hidden.*" } }
+refresh_groups_interval = "1s""#;
+    let flows = flow("primary", "backup", slots).replace("emit_checkpoints_enabled = false\n", "");
+    let cfg = config(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        &free_addr(),
+        &plugins,
+        &flows,
+    );
+    let (source_before, target_before) = (src.topics(), dst.topics());
+
+    let doc = plan(&["--config", cfg.to_str().unwrap()]);
+    let rows = plan_rows(&doc);
+    let row = |t: &str| {
+        (
+            rows[t]["target"].clone(),
+            rows[t]["action"].clone(),
+            rows[t]["reason"].clone(),
+        )
+    };
+    assert_eq!(row("orders").0, "primary.orders", "{doc}");
+    assert_eq!(row("orders").1, "in sync", "{doc}");
+    assert_eq!(rows["grown"]["action"], "grow", "{doc}");
+    assert_eq!(rows["grown"]["target_partitions"], 2, "{doc}");
+    assert_eq!(rows["grown"]["partitions"], 4, "{doc}");
+    assert_eq!(row("fresh").1, "create", "{doc}");
+    assert_eq!(row("hidden-a").1, "skip", "{doc}");
+    assert_eq!(row("hidden-a").2, "filtered", "{doc}");
+    assert_eq!(row("backup.loop").2, "cycle", "{doc}");
+    let groups = &doc["flows"][0]["checkpointed_groups"];
+    assert_eq!(
+        groups,
+        &serde_json::json!([{ "group": "billing", "partitions": 1 }]),
+        "{doc}"
+    );
+    assert_eq!(doc["flows"][0]["filtered_groups"], 1, "{doc}");
+
+    // The table says the same.
+    let (code, table, _) = kmirror_cli(&["plan", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    assert!(table.contains("skip: filtered"), "{table}");
+    assert!(table.contains("billing (1 partitions)"), "{table}");
+
+    // A candidate plugin directory: a prefixing policy renames, a filter that admits
+    // everything adds `hidden-a`.
+    let candidate = dir.path().join("candidate.d");
+    std::fs::create_dir(&candidate).unwrap();
+    install(&candidate, "policy.wasm", "prod_prefix.wasm");
+    install(&candidate, "filter.wasm", "test_trap.wasm");
+    let doc = plan(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--plugin-dir",
+        candidate.to_str().unwrap(),
+    ]);
+    let changes = &doc["flows"][0]["candidate"];
+    let renamed: Vec<_> = changes["renamed"].as_array().unwrap().iter().collect();
+    assert!(
+        renamed.contains(&&serde_json::json!([
+            "orders",
+            "primary.orders",
+            "prod-primary.orders"
+        ])),
+        "{changes}"
+    );
+    assert!(
+        changes["added"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(["hidden-a", "prod-primary.hidden-a"])),
+        "{changes}"
+    );
+
+    // A candidate configuration that excludes `fresh` and adds the reverse flow.
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let other = dir.path().join("candidate.toml");
+    std::fs::write(
+        &other,
+        format!(
+            "{}\n{}",
+            text.replace("hidden.*", "hidden.*, fresh"),
+            flow("backup", "primary", "")
+        ),
+    )
+    .unwrap();
+    let doc = plan(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--candidate",
+        other.to_str().unwrap(),
+    ]);
+    let changes = &doc["flows"][0]["candidate"];
+    assert_eq!(
+        changes["dropped"],
+        serde_json::json!([["fresh", "primary.fresh", "filtered"]]),
+        "{changes}"
+    );
+    assert_eq!(changes["renamed"], serde_json::json!([]), "{changes}");
+    assert_eq!(
+        doc["candidate_flows"]["added"],
+        serde_json::json!(["backup->primary"])
+    );
+
+    // Nothing was written anywhere: no topic created or grown, no internal topic.
+    assert_eq!(dst.topics(), target_before);
+    assert_eq!(src.topics(), source_before);
+}

@@ -3,6 +3,7 @@
 
 mod daemon;
 mod offsets;
+mod plan;
 mod plugin;
 mod plugin_test;
 
@@ -43,6 +44,10 @@ pub enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Show what every flow would mirror, read-only: per source topic its target name,
+    /// partitions on both sides and the action; the groups checkpointed; with a candidate
+    /// plugin directory or configuration, what a reload to it would rename, drop or add.
+    Plan(plan::PlanArgs),
     /// Author, check and call plugins.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
@@ -66,6 +71,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Run { config } => daemon::run(&config, &cache),
         Command::Validate { config } => daemon::validate(&config, &cache),
         Command::Offsets(cmd) => offsets::run(cmd, &cache),
+        Command::Plan(args) => plan::run(args, &cache),
         Command::CompilePlugin => crate::plugin::compile::compile_stdin_to_stdout(),
     }
 }
