@@ -71,6 +71,7 @@ fn the_example_configuration_validates_and_names_every_key() {
         "shutdown_timeout",
         "unreachable_after",
         "replication_tasks",
+        "allow_policy_change",
     ] {
         assert!(
             text.contains(&format!("{key} =")) || text.contains(&format!("{key}]")),

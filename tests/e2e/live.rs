@@ -20,28 +20,7 @@ fn config(
     plugins: &Path,
     flows: &str,
 ) -> PathBuf {
-    let text = format!(
-        r#"[clusters.primary]
-bootstrap_servers = "{primary}"
-
-[clusters.backup]
-bootstrap_servers = "{backup}"
-
-[plugins]
-dir = "{plugins}"
-cache_dir = "{cache}"
-
-[status]
-listen = "{status}"
-
-{flows}
-"#,
-        plugins = plugins.display(),
-        cache = dir.join("cache").display(),
-    );
-    let path = dir.join("kmirror.toml");
-    std::fs::write(&path, text).expect("write config");
-    path
+    config_file(dir, primary, backup, plugins, Some(status), flows)
 }
 
 /// The `[[flows]]` table of `source -> target` with `extra` lines.

@@ -7,13 +7,17 @@
 //! the join, and each join or leave costs a rebalance: the waits below are generous, and the
 //! session timeout is set to 6 s so a killed instance's share moves soon.
 //!
-//! Its group coordinator also loses partitions when members leave while the cooperative
-//! rebalance that follows a join is still under way: the remaining members keep part of
-//! the partitions and are never offered the rest (measured without kmirror, with plain
-//! confluent-kafka consumers, two per "instance", cooperative-sticky: 1 run in 4 left one
-//! member with 1 of 6 partitions for 90 s; 0 in 5 once the group had settled before the
-//! next leave). So the rolling restart waits for the group to settle after each start, as
-//! an operator's rolling restart waits for each instance to be back.
+//! Its group coordinator also strands a group whose leader leaves while the group is
+//! forming: the leave removes the member but the forming group keeps it as its leader, so
+//! the others wait for an assignment that never comes and keep what they had (tansu
+//! `coordinator/group/administrator.rs`, `leave` of the forming state; reproduced without
+//! kmirror, with plain confluent-kafka consumers, two per "instance" leaving together:
+//! 1 run in 4 left a member with 1 of 6 partitions for 90 s). Two members of one instance
+//! leaving together trigger it (the first leave starts a rebalance, the second may be the
+//! leader), and so does a leave during the rebalance that follows a join. So the rolling
+//! restart runs one replication task per instance and waits for the group to settle after
+//! each start, as an operator's rolling restart waits for each instance to be back; the
+//! three-instance test kills (no leave) with two tasks per instance.
 
 mod support;
 
@@ -23,14 +27,23 @@ use support::*;
 
 const T: Duration = Duration::from_secs(150);
 
-/// `n` configurations of one flow, differing only in the status port; returns (config,
-/// status address) per instance.
-fn instances(dir: &Path, primary: &str, backup: &str, n: usize) -> Vec<(PathBuf, String)> {
+/// `n` configurations of one flow with `tasks` replication tasks (group members) per
+/// instance, differing only in the status port; returns (config, status address) per
+/// instance.
+fn instances(
+    dir: &Path,
+    primary: &str,
+    backup: &str,
+    n: usize,
+    tasks: usize,
+) -> Vec<(PathBuf, String)> {
     let base = write_config(
         dir,
         primary,
         backup,
-        "replication_tasks = 2\nsession_timeout = \"6s\"\nshutdown_timeout = \"5s\"\nemit_checkpoints_interval = \"1s\"\nrefresh_groups_interval = \"1s\"",
+        &format!(
+            "replication_tasks = {tasks}\nsession_timeout = \"6s\"\nshutdown_timeout = \"5s\"\nemit_checkpoints_interval = \"1s\"\nrefresh_groups_interval = \"1s\""
+        ),
     );
     let text = std::fs::read_to_string(&base).expect("config");
     (0..n)
@@ -102,7 +115,7 @@ fn three_instances_share_the_partitions_and_survive_losing_one() {
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("shared", 12);
     let dir = tempfile::tempdir().expect("tempdir");
-    let configs = instances(dir.path(), &primary.addr, &backup.addr, 3);
+    let configs = instances(dir.path(), &primary.addr, &backup.addr, 3, 2);
     let mut feeder = Feeder::start(&primary.addr, "shared", 12, 300);
     let mut running: Vec<Kmirror> = configs
         .iter()
@@ -184,7 +197,7 @@ fn a_rolling_restart_loses_nothing() {
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("rolling", 6);
     let dir = tempfile::tempdir().expect("tempdir");
-    let configs = instances(dir.path(), &primary.addr, &backup.addr, 2);
+    let configs = instances(dir.path(), &primary.addr, &backup.addr, 2, 1);
     let log = |i: usize| dir.path().join(format!("kmirror-{i}.log"));
     let mut feeder = Feeder::start(&primary.addr, "rolling", 6, 300);
     let mut running: Vec<Kmirror> = configs
@@ -192,7 +205,7 @@ fn a_rolling_restart_loses_nothing() {
         .enumerate()
         .map(|(i, (c, _))| Kmirror::start(c, &log(i)))
         .collect();
-    wait_for("both instances mirroring", T, || settled(&configs, 6, 2));
+    wait_for("both instances mirroring", T, || settled(&configs, 6, 1));
     let mut gaps = Vec::new();
     for i in 0..configs.len() {
         // One by one: stop gracefully, start again, wait until it mirrors again.
@@ -210,7 +223,7 @@ fn a_rolling_restart_loses_nothing() {
         running[i] = Kmirror::start(&configs[i].0, &log(i));
         // The next instance leaves only once the group has settled, as an operator's
         // rolling restart waits for each instance to be back (see the module's note).
-        let back = poll_until(T, || settled(&configs, 6, 2));
+        let back = poll_until(T, || settled(&configs, 6, 1));
         assert!(
             back.is_some(),
             "the group did not settle {T:?} after instance {i}'s restart; its log:\n{}",

@@ -185,11 +185,19 @@ fn build_python(dir: &Path, m: &Manifest, out: &Path) -> Result<(), BuildError> 
         .arg(".")
         .arg("-o")
         .arg(out);
-    run(
+    // componentize-py imports the module to snapshot it, which leaves a __pycache__ in the
+    // project: removed again unless the project had one.
+    let cache = dir.join("__pycache__");
+    let had_cache = cache.exists();
+    let built = run(
         cmd,
         "componentize-py",
         "install it with `pip install componentize-py==0.25.1`",
-    )
+    );
+    if !had_cache {
+        let _ = std::fs::remove_dir_all(&cache);
+    }
+    built
 }
 
 fn build_javascript(dir: &Path, m: &Manifest, out: &Path) -> Result<(), BuildError> {

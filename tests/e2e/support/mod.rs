@@ -449,6 +449,32 @@ impl Client {
 
 /// Writes a kmirror config for two brokers and returns its path.
 pub fn write_config(dir: &Path, primary: &str, backup: &str, flow_extra: &str) -> PathBuf {
+    let flow = format!(
+        r#"[[flows]]
+source = "primary"
+target = "backup"
+refresh_topics_interval = "1s"
+offset_flush_interval = "500ms"
+emit_heartbeats_interval = "500ms"
+replication_factor = 1
+{flow_extra}
+"#
+    );
+    config_file(dir, primary, backup, &plugins_dir(), None, &flow)
+}
+
+/// Writes `dir/kmirror.toml`: clusters `primary` and `backup`, the plugin directory
+/// `plugins` (compile cache in `dir/cache`), a status endpoint if `status` is given, and
+/// `flows` (TOML `[[flows]]` tables).
+pub fn config_file(
+    dir: &Path,
+    primary: &str,
+    backup: &str,
+    plugins: &Path,
+    status: Option<&str>,
+    flows: &str,
+) -> PathBuf {
+    let status = status.map_or(String::new(), |s| format!("[status]\nlisten = \"{s}\"\n"));
     let text = format!(
         r#"[clusters.primary]
 bootstrap_servers = "{primary}"
@@ -460,16 +486,10 @@ bootstrap_servers = "{backup}"
 dir = "{plugins}"
 cache_dir = "{cache}"
 
-[[flows]]
-source = "primary"
-target = "backup"
-refresh_topics_interval = "1s"
-offset_flush_interval = "500ms"
-emit_heartbeats_interval = "500ms"
-replication_factor = 1
-{flow_extra}
+{status}
+{flows}
 "#,
-        plugins = plugins_dir().display(),
+        plugins = plugins.display(),
         cache = dir.join("cache").display(),
     );
     let path = dir.join("kmirror.toml");
