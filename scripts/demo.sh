@@ -83,20 +83,30 @@ import json, sys
 for t in sorted(json.load(sys.stdin), key=lambda t: t["name"]):
     print("%-40s %d partition(s)" % (t["name"], len(t["partitions"])))'; }
 
-for _ in $(seq 1 60); do
-    if topics | grep -q "^prod-primary.payments "; then break; fi
+consume() { "$tansu" cat consume --broker "tcp://$BACKUP" --partition "$2" --max-wait-time-ms 500 "$1" 2>/dev/null; }
+
+# Discovery creates the target topics within a second; the data plane joins the flow's
+# consumer group, which this broker assigns a few seconds after the join: wait (at most
+# 90 s) until every mirrored partition has its records.
+for _ in $(seq 1 180); do
+    if topics | grep -q "^prod-primary.payments " \
+        && [ -n "$(consume prod-primary.payments 0)" ] \
+        && [ -n "$(consume prod-primary.orders 0)" ] \
+        && [ -n "$(consume prod-primary.orders 1)" ] \
+        && [ -n "$(consume prod-primary.orders 2)" ]; then
+        break
+    fi
     sleep 0.5
 done
-sleep 2
 
 step "topics on backup"
 topics
 
 step "records on backup"
 for p in 0 1 2; do
-    echo "prod-primary.orders[$p]: $("$tansu" cat consume --broker "tcp://$BACKUP" --partition "$p" --max-wait-time-ms 500 prod-primary.orders)"
+    echo "prod-primary.orders[$p]: $(consume prod-primary.orders "$p")"
 done
-echo "prod-primary.payments[0]: $("$tansu" cat consume --broker "tcp://$BACKUP" --max-wait-time-ms 500 prod-primary.payments)"
+echo "prod-primary.payments[0]: $(consume prod-primary.payments 0)"
 if topics | grep -q "orders.tmp"; then
     echo "unexpected: orders.tmp was mirrored" >&2
     exit 1
