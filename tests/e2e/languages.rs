@@ -74,22 +74,21 @@ fn python_and_javascript_policies_mirror_real_topics() {
     produce(&dst, "skip-me", 1, 5);
 
     let status = free_addr();
-    let flows =
-        |source: &str, target: &str, policy: &str, prefix: &str, filter: &str, topics: &str| {
-            format!(
-                r#"[[flows]]
-source = "{source}"
-target = "{target}"
-refresh_topics_interval = "1s"
-offset_flush_interval = "500ms"
-emit_heartbeats_enabled = false
-emit_checkpoints_enabled = false
-replication_factor = 1
-replication_policy = {{ plugin = "{policy}", config = {{ prefix = "{prefix}" }} }}
-topic_filter = {{ plugin = "{filter}", config = {{ topics = "{topics}" }} }}
-"#
-            )
-        };
+    let flows = |source: &str,
+                 target: &str,
+                 policy: &str,
+                 prefix: &str,
+                 filter: &str,
+                 topics: &str| {
+        flow_table(
+            source,
+            target,
+            &format!(
+                r#"replication_policy = {{ plugin = "{policy}", config = {{ prefix = "{prefix}" }} }}
+topic_filter = {{ plugin = "{filter}", config = {{ topics = "{topics}" }} }}"#
+            ),
+        )
+    };
     let forward = flows(
         "primary",
         "backup",

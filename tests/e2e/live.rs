@@ -23,23 +23,6 @@ fn config(
     config_file(dir, primary, backup, plugins, Some(status), flows)
 }
 
-/// The `[[flows]]` table of `source -> target` with `extra` lines.
-fn flow(source: &str, target: &str, extra: &str) -> String {
-    format!(
-        r#"[[flows]]
-source = "{source}"
-target = "{target}"
-refresh_topics_interval = "1s"
-offset_flush_interval = "500ms"
-emit_heartbeats_enabled = false
-emit_checkpoints_enabled = false
-replication_factor = 1
-session_timeout = "6s"
-{extra}
-"#
-    )
-}
-
 /// Replaces `dir/name` with the built component `component` the way a deployment should:
 /// written beside it, then renamed over it.
 fn install(dir: &Path, name: &str, component: &str) {
@@ -123,7 +106,7 @@ fn a_replaced_policy_names_new_topics_and_renames_when_the_flow_allows_it() {
     std::fs::create_dir(&plugins).unwrap();
     install(&plugins, "policy.wasm", "default_policy.wasm");
     let status = free_addr();
-    let flows = flow(
+    let flows = flow_table(
         "primary",
         "backup",
         "allow_policy_change = true\nreplication_policy = { plugin = \"policy.wasm\" }",
@@ -185,7 +168,7 @@ fn a_renaming_a_broken_or_a_removed_component_leaves_the_running_one_serving() {
     install(&plugins, "policy.wasm", "default_policy.wasm");
     install(&plugins, "filter.wasm", "regex_filter.wasm");
     let status = free_addr();
-    let flows = flow(
+    let flows = flow_table(
         "primary",
         "backup",
         r#"replication_policy = { plugin = "policy.wasm" }
@@ -290,7 +273,7 @@ fn sighup_adds_and_removes_flows_and_an_invalid_file_changes_nothing() {
     let plugins = dir.path().join("plugins.d");
     std::fs::create_dir(&plugins).unwrap();
     let status = free_addr();
-    let forward = flow("primary", "backup", "");
+    let forward = flow_table("primary", "backup", "");
     let cfg = config(
         dir.path(),
         &primary.addr,
@@ -303,7 +286,7 @@ fn sighup_adds_and_removes_flows_and_an_invalid_file_changes_nothing() {
     dst.read_all("primary.orders", 1, 10, T);
 
     // Add the reverse flow.
-    let both = format!("{forward}\n{}", flow("backup", "primary", ""));
+    let both = format!("{forward}\n{}", flow_table("backup", "primary", ""));
     config(
         dir.path(),
         &primary.addr,
@@ -374,7 +357,7 @@ fn sighup_adds_and_removes_flows_and_an_invalid_file_changes_nothing() {
     dst.read_all("primary.orders", 1, 20, T);
 
     // Change the forward flow: it restarts with the new settings and goes on.
-    let changed = flow("primary", "backup", "offset_lag_max = 50");
+    let changed = flow_table("primary", "backup", "offset_lag_max = 50");
     config(
         dir.path(),
         &primary.addr,
@@ -430,7 +413,8 @@ fn plan_shows_every_topic_and_what_a_candidate_would_change_writing_nothing() {
     let slots = r#"replication_policy = { plugin = "policy.wasm" }
 topic_filter = { plugin = "filter.wasm", config = { "topics.exclude" = "hidden.*" } }
 refresh_groups_interval = "1s""#;
-    let flows = flow("primary", "backup", slots).replace("emit_checkpoints_enabled = false\n", "");
+    let flows =
+        flow_table("primary", "backup", slots).replace("emit_checkpoints_enabled = false\n", "");
     let cfg = config(
         dir.path(),
         &primary.addr,
@@ -511,7 +495,7 @@ refresh_groups_interval = "1s""#;
         format!(
             "{}\n{}",
             text.replace("hidden.*", "hidden.*, fresh"),
-            flow("backup", "primary", "")
+            flow_table("backup", "primary", "")
         ),
     )
     .unwrap();

@@ -662,3 +662,21 @@ pub fn kmirror_cli(args: &[&str]) -> (Option<i32>, String, String) {
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
 }
+
+/// A `[[flows]]` table of `source -> target` for quick tests (1 s discovery, no heartbeats
+/// or checkpoints, 6 s session) with `extra` lines.
+pub fn flow_table(source: &str, target: &str, extra: &str) -> String {
+    format!(
+        r#"[[flows]]
+source = "{source}"
+target = "{target}"
+refresh_topics_interval = "1s"
+offset_flush_interval = "500ms"
+emit_heartbeats_enabled = false
+emit_checkpoints_enabled = false
+replication_factor = 1
+session_timeout = "6s"
+{extra}
+"#
+    )
+}
