@@ -454,7 +454,8 @@ async fn the_internal_topic_reader_catches_up_while_the_topic_keeps_growing() {
     source.create_topic("busy.internal", 1, 1).expect("topic");
     let servers = source.bootstrap_servers();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (s, flag) = (servers.clone(), stop.clone());
+    let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (s, flag, count) = (servers.clone(), stop.clone(), written.clone());
     // A steady writer: a record every 5 ms, never quiet for long.
     let writer = std::thread::spawn(move || {
         let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
@@ -471,11 +472,16 @@ async fn the_internal_topic_reader_catches_up_while_the_topic_keeps_growing() {
                     .payload(&v),
             );
             i += 1;
-            std::thread::sleep(Duration::from_millis(5));
+            count.store(i, std::sync::atomic::Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(5)); // the writer's pace
         }
         p.flush(Duration::from_secs(5)).ok();
     });
-    tokio::time::sleep(Duration::from_millis(500)).await; // some history first
+    // Some history first.
+    wait_until("100 records written", Duration::from_secs(20), || {
+        written.load(std::sync::atomic::Ordering::Relaxed) >= 100
+    })
+    .await;
     let cluster = cluster("primary", servers);
     let mut reader = InternalReader::open(&cluster, "busy.internal")
         .await

@@ -9,7 +9,8 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use wait_timeout::ChildExt;
 use wasmtime::{Engine, Precompiled};
 
 /// The executable that compiles out of process, when set.
@@ -85,16 +86,12 @@ fn in_child(
         let _ = stderr.take(64 << 10).read_to_string(&mut err);
         err
     });
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(too_slow(timeout));
-            }
+    let status = match child.wait_timeout(timeout) {
+        Ok(Some(status)) => status,
+        _ => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(too_slow(timeout));
         }
     };
     let _ = writer.join();

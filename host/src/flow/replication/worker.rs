@@ -17,9 +17,8 @@ use crate::kafka::Cluster;
 use rdkafka::TopicPartitionList;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::message::BorrowedMessage;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -56,13 +55,29 @@ pub struct WorkerContext {
 /// member's context, where the loop picks them up.
 struct Committer {
     tx: Option<mpsc::Sender<TopicPartitionList>>,
-    busy: Arc<AtomicBool>,
+    busy: Arc<Busy>,
+}
+
+/// Whether a commit is running, and a signal when one ends.
+#[derive(Default)]
+struct Busy {
+    running: Mutex<bool>,
+    ended: Condvar,
+}
+
+impl Busy {
+    fn set(&self, running: bool) {
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = running;
+        if !running {
+            self.ended.notify_all();
+        }
+    }
 }
 
 impl Committer {
     fn start(consumer: Arc<Member>, flow: &str) -> Committer {
         let (tx, rx) = mpsc::channel::<TopicPartitionList>();
-        let busy = Arc::new(AtomicBool::new(false));
+        let busy = Arc::new(Busy::default());
         let flag = busy.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("kmirror-commit-{flow}"))
@@ -70,7 +85,7 @@ impl Committer {
                 while let Ok(tpl) = rx.recv() {
                     let result = consumer.commit(&tpl, CommitMode::Sync);
                     consumer.context().record_commit(result, &tpl);
-                    flag.store(false, Ordering::Release);
+                    flag.set(false);
                 }
             });
         match spawned {
@@ -83,14 +98,26 @@ impl Committer {
     }
 
     fn idle(&self) -> bool {
-        !self.busy.load(Ordering::Acquire)
+        !*self.busy.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until no commit runs, at most until `deadline`; whether none runs.
+    fn wait_idle(&self, deadline: Instant) -> bool {
+        let running = self.busy.running.lock().unwrap_or_else(|e| e.into_inner());
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let (running, _) = self
+            .busy
+            .ended
+            .wait_timeout_while(running, timeout, |running| *running)
+            .unwrap_or_else(|e| e.into_inner());
+        !*running
     }
 
     fn commit(&self, tpl: TopicPartitionList) {
         if let Some(tx) = &self.tx {
-            self.busy.store(true, Ordering::Release);
+            self.busy.set(true);
             if tx.send(tpl).is_err() {
-                self.busy.store(false, Ordering::Release);
+                self.busy.set(false);
             }
         }
     }
@@ -294,19 +321,15 @@ fn stop(consumer: &Member, core: &Mutex<Core>, committer: &Committer, timeout: D
     let deadline = Instant::now() + timeout;
     let pending = lock(core).drain(consumer, deadline);
     // A commit still running finishes first; then the last one.
-    while !committer.idle() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    committer.wait_idle(deadline);
     let Some(tpl) = pending else {
         return;
     };
     // Not-yet-confirmed commits from the loop are resent with the final positions.
     committer.commit(tpl);
-    while !committer.idle() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let confirmed = committer.wait_idle(deadline);
     lock(core).committed(consumer.context().take_commits());
-    if !committer.idle() {
+    if !confirmed {
         tracing::warn!("progress commit not confirmed before the stop deadline");
     }
 }
