@@ -45,31 +45,6 @@ fn mirrored_by(status: &str) -> Option<u64> {
     http_get(status, "/status")?.1["flows"][0]["records"].as_u64()
 }
 
-/// Waits until the target holds every id in `0..n`; returns (missing, duplicated).
-fn tally(
-    dst: &Client,
-    topic: &str,
-    partitions: i32,
-    n: usize,
-    timeout: Duration,
-) -> (usize, usize) {
-    let deadline = Instant::now() + timeout;
-    let counts = loop {
-        let counts = count_values(&dst.read_all(topic, partitions, n, Duration::from_secs(10)));
-        let present = (0..n)
-            .filter(|i| counts.contains_key(&format!("id-{i}")))
-            .count();
-        if present == n || Instant::now() > deadline {
-            break counts;
-        }
-    };
-    let missing = (0..n)
-        .filter(|i| !counts.contains_key(&format!("id-{i}")))
-        .count();
-    let duplicated = counts.values().map(|c| c - 1).sum();
-    (missing, duplicated)
-}
-
 /// A small deterministic generator, so a failing run can be replayed.
 struct Lcg(u64);
 

@@ -92,23 +92,6 @@ fn settled(configs: &[(PathBuf, String)], partitions: usize, members: usize) -> 
     Some(())
 }
 
-fn tally(dst: &Client, topic: &str, partitions: i32, n: usize) -> (usize, usize) {
-    let deadline = Instant::now() + T;
-    let counts = loop {
-        let counts = count_values(&dst.read_all(topic, partitions, n, Duration::from_secs(10)));
-        let present = (0..n)
-            .filter(|i| counts.contains_key(&format!("id-{i}")))
-            .count();
-        if present == n || Instant::now() > deadline {
-            break counts;
-        }
-    };
-    let missing = (0..n)
-        .filter(|i| !counts.contains_key(&format!("id-{i}")))
-        .count();
-    (missing, counts.values().map(|c| c - 1).sum())
-}
-
 #[test]
 fn three_instances_share_the_partitions_and_survive_losing_one() {
     let (primary, backup) = (Broker::start(), Broker::start());
@@ -172,7 +155,7 @@ fn three_instances_share_the_partitions_and_survive_losing_one() {
     let took_over = killed_at.elapsed();
     std::thread::sleep(Duration::from_secs(2)); // the feed goes on a little after the takeover
     let produced = feeder.stop();
-    let (missing, duplicated) = tally(&dst, "primary.shared", 12, produced);
+    let (missing, duplicated) = tally(&dst, "primary.shared", 12, produced, T);
     eprintln!(
         "FIGURES kill -9 of the leader of three: produced {produced}, missing {missing}, duplicated {duplicated}, partitions and leadership taken over {took_over:.1?} after the kill"
     );
@@ -231,7 +214,7 @@ fn a_rolling_restart_loses_nothing() {
         );
     }
     let produced = feeder.stop();
-    let (missing, duplicated) = tally(&dst, "primary.rolling", 6, produced);
+    let (missing, duplicated) = tally(&dst, "primary.rolling", 6, produced, T);
     eprintln!(
         "FIGURES rolling restart of two instances: produced {produced}, missing {missing}, duplicated {duplicated}; a graceful leave's partitions were owned again after {gaps:.1?}"
     );

@@ -680,3 +680,29 @@ session_timeout = "6s"
 "#
     )
 }
+
+/// Waits (at most `timeout`) until `topic` on `dst` holds every id `id-0..id-n` written by a
+/// [`Feeder`]; returns (missing, duplicated).
+pub fn tally(
+    dst: &Client,
+    topic: &str,
+    partitions: i32,
+    n: usize,
+    timeout: Duration,
+) -> (usize, usize) {
+    let deadline = Instant::now() + timeout;
+    let counts = loop {
+        let counts = count_values(&dst.read_all(topic, partitions, n, Duration::from_secs(10)));
+        let present = (0..n)
+            .filter(|i| counts.contains_key(&format!("id-{i}")))
+            .count();
+        if present == n || Instant::now() > deadline {
+            break counts;
+        }
+    };
+    let missing = (0..n)
+        .filter(|i| !counts.contains_key(&format!("id-{i}")))
+        .count();
+    let duplicated = counts.values().map(|c| c - 1).sum();
+    (missing, duplicated)
+}
