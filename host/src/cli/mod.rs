@@ -6,6 +6,7 @@ mod offsets;
 mod plan;
 mod plugin;
 mod plugin_test;
+mod table;
 
 use crate::plugin::cache::CacheChoice;
 use clap::{Parser, Subcommand};

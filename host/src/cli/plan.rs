@@ -5,6 +5,7 @@
 //! directory or configuration, also which topics a reload to it would rename, drop or add:
 //! the review before a hot reload.
 
+use super::table;
 use crate::config::{self, LoadedConfig, ResolvedFlow};
 use crate::flow::discovery::rules::{self, Action, Decided, Decision, Plan, Problem, SkipReason};
 use crate::flow::plugins::FlowPlugins;
@@ -470,35 +471,29 @@ pub fn render(p: &FlowPlan) -> String {
         let _ = writeln!(s, "  error: {e}");
     }
     let cell = |n: Option<i32>| n.map_or("-".to_string(), |n| n.to_string());
-    let width = |f: &dyn Fn(&TopicRow) -> usize, min: usize| {
-        p.topics.iter().map(f).max().unwrap_or(0).max(min)
-    };
-    let ws = width(&|r| r.source.len(), "source topic".len());
-    let wt = width(
-        &|r| r.target.as_ref().map_or(1, String::len),
-        "target topic".len(),
-    );
-    if !p.topics.is_empty() {
-        let _ = writeln!(
-            s,
-            "  {:<ws$}  {:<wt$}  {:>10}  action",
-            "source topic", "target topic", "partitions"
-        );
-    }
+    let mut rows: Vec<Vec<String>> = vec![
+        ["source topic", "target topic", "partitions", "action"]
+            .map(str::to_string)
+            .to_vec(),
+    ];
     for r in &p.topics {
-        let parts = format!("{} -> {}", r.partitions, cell(r.target_partitions));
         let action = match &r.reason {
             Some(why) if r.action == "skip" => format!("skip: {why}"),
             Some(why) => format!("{} ({why})", r.action),
             None => r.action.to_string(),
         };
-        let _ = writeln!(
-            s,
-            "  {:<ws$}  {:<wt$}  {:>10}  {action}",
-            r.source,
-            r.target.as_deref().unwrap_or("-"),
-            parts
-        );
+        rows.push(vec![
+            r.source.clone(),
+            r.target.clone().unwrap_or_else(|| "-".into()),
+            format!("{} -> {}", r.partitions, cell(r.target_partitions)),
+            action,
+        ]);
+    }
+    if !p.topics.is_empty() {
+        let widths = table::widths(&rows);
+        for row in &rows {
+            let _ = writeln!(s, "  {}", table::line(row, &widths));
+        }
     }
     match &p.checkpointed_groups {
         None => {

@@ -3,6 +3,7 @@
 //! rows show MM2's decision for each name as a source topic (mirrored as what, or skipped
 //! as internal or as a cycle), and how it reads the name as a remote topic.
 
+use super::table;
 use crate::flow::discovery::rules::{Decision, SkipReason, decide};
 use crate::plugin::Plugin;
 use crate::policy::{Config, PluginError, Role};
@@ -114,23 +115,15 @@ pub fn table(rows: &[Value]) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    let mut widths: Vec<usize> = columns.iter().map(String::len).collect();
-    for row in rows {
-        if row.get("error").is_none() {
-            for (i, c) in columns.iter().enumerate() {
-                widths[i] = widths[i].max(cell(row, c).len());
-            }
-        }
-    }
+    let mut cells: Vec<Vec<String>> = vec![columns.clone()];
+    cells.extend(
+        rows.iter()
+            .filter(|r| r.get("error").is_none())
+            .map(|r| columns.iter().map(|c| cell(r, c)).collect()),
+    );
+    let widths = table::widths(&cells);
+    let line = |cells: Vec<String>| table::line(&cells, &widths) + "\n";
     let mut out = String::new();
-    let line = |cells: Vec<String>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        padded.join("  ").trim_end().to_string() + "\n"
-    };
     out.push_str(&line(columns.clone()));
     for row in rows {
         if let Some(e) = row.get("error").and_then(Value::as_str) {
