@@ -444,6 +444,7 @@ mod tests {
                     in_flight: 0,
                     state: "mirroring",
                     paused: None,
+                    unstored_ms: None,
                 },
             );
         });

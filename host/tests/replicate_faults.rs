@@ -41,6 +41,11 @@ fn cluster_with(alias: &str, servers: String, props: &[(&str, &str)]) -> Cluster
 }
 
 fn produce(servers: &str, topic: &str, range: std::ops::Range<usize>) {
+    produce_to(servers, topic, 2, range);
+}
+
+/// Produces ids `range` round-robin over `partitions` partitions of `topic`.
+fn produce_to(servers: &str, topic: &str, partitions: usize, range: std::ops::Range<usize>) {
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", servers)
         .create()
@@ -49,7 +54,7 @@ fn produce(servers: &str, topic: &str, range: std::ops::Range<usize>) {
         let v = format!("id-{i}");
         p.send(
             BaseRecord::<str, str>::to(topic)
-                .partition((i % 2) as i32)
+                .partition((i % partitions) as i32)
                 .key(&v)
                 .payload(&v),
         )
@@ -59,8 +64,21 @@ fn produce(servers: &str, topic: &str, range: std::ops::Range<usize>) {
     p.flush(Duration::from_secs(30)).expect("flush");
 }
 
-/// How often each id arrived on `topic`, reading until `n` distinct ids or `timeout`.
+/// How often each id arrived on `topic` (2 partitions), reading until `n` distinct ids or
+/// `timeout`.
 fn count_ids(servers: &str, topic: &str, n: usize, timeout: Duration) -> BTreeMap<String, usize> {
+    count_ids_in(servers, topic, 2, n, timeout)
+}
+
+/// How often each id arrived on `topic`'s `partitions`, reading until `n` distinct ids or
+/// `timeout`.
+fn count_ids_in(
+    servers: &str,
+    topic: &str,
+    partitions: i32,
+    n: usize,
+    timeout: Duration,
+) -> BTreeMap<String, usize> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", servers)
         .set("group.id", "checker")
@@ -68,7 +86,7 @@ fn count_ids(servers: &str, topic: &str, n: usize, timeout: Duration) -> BTreeMa
         .create()
         .expect("consumer");
     let mut tpl = TopicPartitionList::new();
-    for p in 0..2 {
+    for p in 0..partitions {
         tpl.add_partition_offset(topic, p, Offset::Beginning)
             .expect("tpl");
     }
@@ -89,7 +107,7 @@ struct Running {
     task: tokio::task::JoinHandle<Result<(), replication::ReplicateError>>,
     shutdown: CancellationToken,
     telemetry: Arc<FlowTelemetry>,
-    _assign: watch::Sender<Routes>,
+    routes: watch::Sender<Routes>,
 }
 
 fn settings() -> ReplicatorSettings {
@@ -115,24 +133,35 @@ fn start_with(
     settings: ReplicatorSettings,
     target_props: &[(&str, &str)],
 ) -> Running {
+    let routes: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
+    start_routed(source, target, settings, target_props, routes)
+}
+
+fn start_routed(
+    source: &MockCluster<'static, DefaultProducerContext>,
+    target: &MockCluster<'static, DefaultProducerContext>,
+    settings: ReplicatorSettings,
+    target_props: &[(&str, &str)],
+    assignment: Routes,
+) -> Running {
     let (src, tgt) = (
         cluster("primary", source.bootstrap_servers()),
         cluster_with("backup", target.bootstrap_servers(), target_props),
     );
     let telemetry = Arc::new(FlowTelemetry::new("primary->backup"));
-    let assignment: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
     let (tx, rx) = watch::channel(assignment);
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     let t = telemetry.clone();
     let task = tokio::spawn(async move {
-        replication::run([src.clone(), tgt, src], settings, rx, stop, t).await
+        let shared = replication::TaskShared::new(Duration::from_secs(6));
+        replication::run([src.clone(), tgt, src], settings, rx, stop, t, shared).await
     });
     Running {
         task,
         shutdown,
         telemetry,
-        _assign: tx,
+        routes: tx,
     }
 }
 
@@ -440,11 +469,27 @@ async fn a_stop_while_the_target_is_down_is_bounded() {
         .expect("the stop is bounded")
         .expect("join")
         .expect("a clean stop");
+    // Only acked records count as done: every record below the stored progress of a
+    // partition is on the target (ids are produced round-robin: id n is at offset n / 2 of
+    // partition n % 2).
     let committed = committed_progress(&source.bootstrap_servers());
-    assert!(
-        committed.values().all(|o| *o <= 2500),
-        "only acked records count as done: {committed:?}"
-    );
+    target.broker_up(1).expect("up");
+    let t = target.bootstrap_servers();
+    let below: usize = committed.values().map(|o| *o as usize).sum();
+    let seen = tokio::task::spawn_blocking(move || {
+        count_ids(&t, "primary.orders", below, Duration::from_secs(30))
+    })
+    .await
+    .expect("read");
+    for (p, o) in &committed {
+        for offset in 0..*o as usize {
+            let id = format!("id-{}", offset * 2 + *p as usize);
+            assert!(
+                seen.contains_key(&id),
+                "partition {p}: progress {o} stored, but {id} (offset {offset}) is not on the target"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -609,65 +654,286 @@ async fn a_partition_handed_over_is_drained_and_committed_first() {
     );
 }
 
+/// The stored progress of `topic`'s `partitions` in kmirror's progress group.
+fn committed_of(servers: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .set("group.id", "kmirror.primary.backup")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
+    c.committed_offsets(tpl, Duration::from_secs(10))
+        .expect("committed")
+        .elements()
+        .iter()
+        .filter_map(|e| {
+            e.offset()
+                .to_raw()
+                .filter(|o| *o >= 0)
+                .map(|o| (e.partition(), o))
+        })
+        .collect()
+}
+
+/// Finding 1 of the correctness review: while one record waited for room, the loop paused
+/// only the partitions flowing at that moment and dropped what a partition that began to
+/// flow afterwards (a newly routed topic, here) delivered; its commit then skipped them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_that_lost_its_partitions_cannot_commit_them() {
-    use rdkafka::consumer::{CommitMode, DefaultConsumerContext};
-    let (source, _target) = mocks();
+async fn records_of_a_partition_routed_while_the_target_is_full_are_not_lost() {
+    let (source, target) = mocks();
+    source.create_topic("payments", 1, 1).expect("topic");
+    target
+        .create_topic("primary.payments", 1, 1)
+        .expect("topic");
     let servers = source.bootstrap_servers();
     tokio::task::spawn_blocking(move || {
-        let member = |name: &str| -> BaseConsumer<DefaultConsumerContext> {
-            ClientConfig::new()
-                .set("bootstrap.servers", &servers)
-                .set("group.id", "fenced")
-                .set("client.id", name)
-                .set("enable.auto.commit", "false")
-                .set("session.timeout.ms", "6000")
-                .set("max.poll.interval.ms", "6000")
-                .set("partition.assignment.strategy", "cooperative-sticky")
-                .create()
-                .expect("member")
-        };
-        let a = member("a");
-        a.subscribe(&["orders"]).expect("subscribe");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while a.assignment().map_or(0, |t| t.count()) == 0 {
-            assert!(Instant::now() < deadline, "a got no assignment");
-            a.poll(Duration::from_millis(100));
-        }
-        let mut offsets = TopicPartitionList::new();
-        offsets
-            .add_partition_offset("orders", 0, Offset::Offset(7))
-            .expect("tpl");
-        a.commit(&offsets, CommitMode::Sync)
-            .expect("a member commits its partition");
-        // A stops serving its membership (a zombie: stuck, or cut off); B joins meanwhile.
-        let b = member("b");
-        b.subscribe(&["orders"]).expect("subscribe");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while b.assignment().map_or(0, |t| t.count()) < 2 {
-            assert!(Instant::now() < deadline, "b never got both partitions");
-            b.poll(Duration::from_millis(100));
-        }
-        let mut zombie = TopicPartitionList::new();
-        zombie
-            .add_partition_offset("orders", 0, Offset::Offset(3))
-            .expect("tpl");
-        assert!(
-            a.commit(&zombie, CommitMode::Sync).is_err(),
-            "the zombie's commit is refused"
-        );
-        let got = b.committed(Duration::from_secs(10)).expect("committed");
-        let p0 = got
-            .elements()
-            .iter()
-            .find(|e| e.partition() == 0)
-            .map(|e| e.offset());
-        assert_eq!(
-            p0,
-            Some(Offset::Offset(7)),
-            "the zombie did not move progress back"
-        );
+        produce(&servers, "orders", 0..1000);
+        produce_to(&servers, "payments", 1, 0..600);
     })
     .await
-    .expect("fencing");
+    .expect("produce");
+    // The target is down from the start: 500 records fill the in-flight window, the next
+    // one waits for room, and after 2 s nothing flows.
+    target.broker_down(1).expect("down");
+    let running = start(&source, &target);
+    wait_until("the in-flight window full", Duration::from_secs(30), || {
+        running
+            .telemetry
+            .status()
+            .partitions
+            .values()
+            .flat_map(|p| p.values())
+            .map(|p| p.in_flight)
+            .sum::<usize>()
+            >= 500
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await; // past the 2 s a record waits for room
+    // Now a topic is routed: its partition is assigned while the target is still full.
+    let mut routes: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
+    routes.insert("payments".into(), Route::new("primary.payments", 1));
+    running.routes.send_replace(routes);
+    wait_until("payments assigned", Duration::from_secs(30), || {
+        running
+            .telemetry
+            .status()
+            .partitions
+            .contains_key("payments")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await; // its records are fetched meanwhile
+    target.broker_up(1).expect("up");
+    let t = target.bootstrap_servers();
+    let seen = tokio::task::spawn_blocking(move || {
+        count_ids_in(&t, "primary.payments", 1, 600, Duration::from_secs(60))
+    })
+    .await
+    .expect("read");
+    let missing: Vec<usize> = (0..600)
+        .filter(|i| !seen.contains_key(&format!("id-{i}")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} payments records lost, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    let servers = source.bootstrap_servers();
+    wait_until(
+        "payments' progress stored at its end",
+        Duration::from_secs(30),
+        || committed_of(&servers, "payments", 1).get(&0) == Some(&600),
+    )
+    .await;
+    running.shutdown.cancel();
+    running.task.await.expect("join").expect("a clean stop");
+}
+
+/// Finding 2: a fatal producer error purges everything in flight; the purged records were
+/// counted as done, so the progress stored on the way out skipped them and the restart
+/// resumed past them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fatal_producer_error_never_stores_progress_past_purged_records() {
+    let (source, target) = mocks();
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || produce(&servers, "orders", 0..20_000))
+        .await
+        .expect("produce");
+    // A slow target keeps records in flight; then a produce request fails with a sequence
+    // desynchronization, which the idempotent producer treats as fatal.
+    target
+        .broker_round_trip_time(1, Duration::from_millis(200))
+        .expect("rtt");
+    let running = start(&source, &target);
+    wait_until("records acked", Duration::from_secs(30), || {
+        running.telemetry.count(Counter::Records) >= 500
+    })
+    .await;
+    target.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER],
+    );
+    let ended = tokio::time::timeout(Duration::from_secs(60), running.task)
+        .await
+        .expect("the replicator stops")
+        .expect("join");
+    assert!(
+        matches!(ended, Err(replication::ReplicateError::Fatal { .. })),
+        "{ended:?}"
+    );
+    target.clear_request_errors(RDKafkaApiKey::Produce);
+    target
+        .broker_round_trip_time(1, Duration::ZERO)
+        .expect("rtt");
+    // Everything below the stored progress is on the target.
+    let committed = committed_progress(&source.bootstrap_servers());
+    let below: usize = committed.values().map(|o| *o as usize).sum();
+    let t = target.bootstrap_servers();
+    let seen = tokio::task::spawn_blocking(move || {
+        count_ids(&t, "primary.orders", below, Duration::from_secs(30))
+    })
+    .await
+    .expect("read");
+    for (p, o) in &committed {
+        for offset in 0..*o as usize {
+            let id = format!("id-{}", offset * 2 + *p as usize);
+            assert!(
+                seen.contains_key(&id),
+                "partition {p}: progress {o} stored past {id}, which never reached the target"
+            );
+        }
+    }
+    // The restart resumes there and loses nothing.
+    let again = start(&source, &target);
+    let t = target.bootstrap_servers();
+    let seen = tokio::task::spawn_blocking(move || {
+        count_ids(&t, "primary.orders", 20_000, Duration::from_secs(90))
+    })
+    .await
+    .expect("read");
+    again.shutdown.cancel();
+    again.task.await.expect("join").expect("a clean stop");
+    assert_eq!(seen.len(), 20_000, "every record arrived after the restart");
+}
+
+/// Finding 0b: while progress cannot be stored (the group's coordinator is unreachable,
+/// or refuses a stale generation while the group churns) the member's session runs out and
+/// its assignment is lost; the partitions come back, and everything it had mirrored since
+/// its last stored progress was mirrored again. Now what it mirrored is remembered: it
+/// resumes there and stores it in the new generation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_assignment_does_not_re_mirror_what_was_mirrored() {
+    use rdkafka::mocking::MockCoordinator;
+    // Three brokers: the partitions on broker 1, the group's coordinator on broker 2.
+    let source = MockCluster::new(3).expect("source mock");
+    let target = MockCluster::new(1).expect("target mock");
+    source.create_topic("orders", 2, 1).expect("topic");
+    source.create_topic(SYNCS, 1, 1).expect("topic");
+    for p in 0..2 {
+        source
+            .partition_leader("orders", p, Some(1))
+            .expect("leader");
+    }
+    source.partition_leader(SYNCS, 0, Some(1)).expect("leader");
+    source
+        .coordinator(MockCoordinator::Group("kmirror.primary.backup".into()), 2)
+        .expect("coordinator");
+    target.create_topic("primary.orders", 2, 1).expect("topic");
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || produce(&servers, "orders", 0..1000))
+        .await
+        .expect("produce");
+    let running = start(&source, &target);
+    let servers = source.bootstrap_servers();
+    wait_until(
+        "the first records' progress stored",
+        Duration::from_secs(60),
+        || {
+            let c = committed_progress(&servers);
+            c.get(&0) == Some(&500) && c.get(&1) == Some(&500)
+        },
+    )
+    .await;
+    // The coordinator goes away; 2000 more records are mirrored, their progress cannot be
+    // stored, and the session (6 s) runs out.
+    source.broker_down(2).expect("down");
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || produce(&servers, "orders", 1000..3000))
+        .await
+        .expect("produce");
+    wait_until("everything mirrored once", Duration::from_secs(60), || {
+        running.telemetry.count(Counter::Records) >= 3000
+    })
+    .await;
+    let rebalances = running.telemetry.status().rebalances;
+    wait_until("the assignment lost", Duration::from_secs(60), || {
+        running.telemetry.status().rebalances > rebalances
+    })
+    .await;
+    // Back, the coordinator refuses the commits deferred meanwhile: a stale generation.
+    source.request_errors(
+        RDKafkaApiKey::OffsetCommit,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION; 2],
+    );
+    source.broker_up(2).expect("up");
+    let servers = source.bootstrap_servers();
+    wait_until(
+        "the progress stored at the end",
+        Duration::from_secs(90),
+        || {
+            let c = committed_progress(&servers);
+            c.get(&0) == Some(&1500) && c.get(&1) == Some(&1500)
+        },
+    )
+    .await;
+    let t = target.bootstrap_servers();
+    let seen = tokio::task::spawn_blocking(move || {
+        count_ids(&t, "primary.orders", 3000, Duration::from_secs(30))
+    })
+    .await
+    .expect("read");
+    running.shutdown.cancel();
+    running.task.await.expect("join").expect("a clean stop");
+    assert_eq!(seen.len(), 3000, "nothing lost");
+    let dupes: usize = seen.values().map(|c| c - 1).sum();
+    assert_eq!(
+        dupes, 0,
+        "what was mirrored before the lost assignment is not mirrored again"
+    );
+}
+
+/// Every commit's outcome is counted once (it was counted by the committer thread and by
+/// the consumer's commit callback).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_refused_commit_is_counted_once() {
+    let (source, target) = mocks();
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || produce(&servers, "orders", 0..1000))
+        .await
+        .expect("produce");
+    source.request_errors(
+        RDKafkaApiKey::OffsetCommit,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_COMMIT_OFFSET_SIZE; 3],
+    );
+    let running = start(&source, &target);
+    let servers = source.bootstrap_servers();
+    wait_until(
+        "the progress stored after all",
+        Duration::from_secs(60),
+        || {
+            let c = committed_progress(&servers);
+            c.get(&0) == Some(&500) && c.get(&1) == Some(&500)
+        },
+    )
+    .await;
+    running.shutdown.cancel();
+    running.task.await.expect("join").expect("a clean stop");
+    assert_eq!(
+        running.telemetry.count(Counter::CommitFailures),
+        3,
+        "three refused commit requests"
+    );
 }

@@ -323,11 +323,16 @@ fn status_reports_mirrored_topics_and_syncs_can_live_on_the_target() {
         "{metrics}"
     );
 
-    // Offset syncs on the target, as configured.
+    // Offset syncs on the target, as configured, named after the source cluster as MM2
+    // names them there (so flows A->C and B->C never share one).
     assert!(
         wait_for("syncs on the target", T, || dst
-            .partitions("mm2-offset-syncs.backup.internal"))
+            .partitions("mm2-offset-syncs.primary.internal"))
             == 1
+    );
+    assert!(
+        !dst.topics()
+            .contains_key("mm2-offset-syncs.backup.internal")
     );
     assert!(
         !src.topics()

@@ -223,3 +223,129 @@ fn a_rolling_restart_loses_nothing() {
         assert_eq!(k.stop(), Some(0));
     }
 }
+
+/// One instance of the flow with default settings (replication tasks, session timeout,
+/// flush interval), on a fresh status port: (config, status address).
+fn default_instance(dir: &Path, primary: &str, backup: &str, i: usize) -> (PathBuf, String) {
+    let status = free_addr();
+    let flows = format!(
+        "[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nreplication_factor = 1\nrefresh_topics_interval = \"1s\"\n"
+    );
+    let path = config_file(dir, primary, backup, &plugins_dir(), Some(&status), &flows);
+    let named = dir.join(format!("kmirror-{i}.toml"));
+    std::fs::rename(&path, &named).expect("config");
+    (named, status)
+}
+
+/// How many records `topic` holds on `dst` (every partition, read from the beginning).
+fn on_target(dst: &Client, topic: &str, partitions: i32, at_least: usize) -> usize {
+    dst.read_all(topic, partitions, at_least, Duration::from_secs(5))
+        .len()
+}
+
+#[test]
+fn restarts_of_an_instance_with_default_settings_flow_again_each_time() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    // Some unrelated topics, as a real cluster has (the reported case had 50-200).
+    for i in 0..30 {
+        src.create_topic(&format!("idle-{i}"), 2);
+    }
+    src.create_topic("restarts", 6);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (config, _status) = default_instance(dir.path(), &primary.addr, &backup.addr, 0);
+    let log = dir.path().join("kmirror.log");
+    let mut feeder = Feeder::start(&primary.addr, "restarts", 6, 200);
+    let mut k = Kmirror::start(&config, &log);
+    let mut gaps = Vec::new();
+    for round in 0..4 {
+        // Records produced after this (re)start reach the target within the bound.
+        let want = feeder.produced() + 50;
+        let started = Instant::now();
+        let flowed = poll_until(Duration::from_secs(90), || {
+            (on_target(&dst, "primary.restarts", 6, want) >= want).then_some(())
+        });
+        assert!(
+            flowed.is_some(),
+            "round {round}: no records flowed 90s after the start; log:\n{}",
+            k.logs()
+        );
+        gaps.push(started.elapsed());
+        assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+        k = Kmirror::start(&config, &log);
+    }
+    let produced = feeder.stop();
+    let (missing, duplicated) = tally(&dst, "primary.restarts", 6, produced, T);
+    eprintln!(
+        "FIGURES restarts of one instance (default settings): produced {produced}, missing {missing}, duplicated {duplicated}; records flowed again after {gaps:.1?}"
+    );
+    assert_eq!(missing, 0, "log:\n{}", k.logs());
+    assert_eq!(k.stop(), Some(0));
+}
+
+#[test]
+fn a_killed_instance_re_mirrors_at_most_a_flush_interval() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("killed", 12);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let configs: Vec<(PathBuf, String)> = (0..3)
+        .map(|i| default_instance(dir.path(), &primary.addr, &backup.addr, i))
+        .collect();
+    const RATE: usize = 300;
+    let mut feeder = Feeder::start(&primary.addr, "killed", 12, RATE);
+    let mut running: Vec<Kmirror> = configs
+        .iter()
+        .enumerate()
+        .map(|(i, (c, _))| Kmirror::start(c, &dir.path().join(format!("kmirror-{i}.log"))))
+        .collect();
+    // Killed 14 s after the start, while the six members are still joining one after
+    // another (the reported case): its progress must have been stored all along.
+    let started = Instant::now();
+    wait_for("a leader", T, || {
+        (0..3).find(|i| share(&configs[*i].1).is_some_and(|s| s.1))
+    });
+    std::thread::sleep(Duration::from_secs(14).saturating_sub(started.elapsed())); // the load runs on; not a wait for a condition
+    let victim = (0..3)
+        .find(|i| share(&configs[*i].1).is_some_and(|s| !s.1 && s.0 > 0))
+        .or_else(|| (0..3).find(|i| share(&configs[*i].1).is_some_and(|s| !s.1)))
+        .expect("a follower");
+    eprintln!(
+        "FIGURES killing instance {victim} owning {:?} partitions",
+        share(&configs[victim].1).map(|s| s.0)
+    );
+    running[victim].kill9();
+    let survivors: Vec<usize> = (0..3).filter(|i| *i != victim).collect();
+    wait_for("the survivors own every partition", T, || {
+        let total: usize = survivors
+            .iter()
+            .map(|i| share(&configs[*i].1).map(|s| s.0))
+            .sum::<Option<usize>>()?;
+        (total == 12).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2)); // the feed goes on a little after the takeover
+    let produced = feeder.stop();
+    let (missing, duplicated) = tally(&dst, "primary.killed", 12, produced, T);
+    // What the victim acked since its last stored progress: one flush interval (1 s by
+    // default) of its share, plus what it had in flight; bounded here by a second and a
+    // half of the whole feed.
+    let bound = RATE * 3 / 2;
+    eprintln!(
+        "FIGURES kill -9 of one of three default instances: produced {produced}, missing {missing}, duplicated {duplicated} (bound {bound})"
+    );
+    let logs = || {
+        (0..3)
+            .map(|i| running[i].logs())
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    };
+    assert_eq!(missing, 0, "logs:\n{}", logs());
+    assert!(
+        duplicated <= bound,
+        "{duplicated} duplicates; logs:\n{}",
+        logs()
+    );
+    for i in survivors {
+        assert_eq!(running[i].stop(), Some(0));
+    }
+}

@@ -67,7 +67,7 @@ async fn open(cfg: LoadedConfig, flow: &str, group: &str) -> Result<Opened, (u8,
             format!("no flow `{flow}`; flows are: {}", names.join(", ")),
         ));
     };
-    let plugins = FlowPlugins::new(flow.roles.clone(), &flow.source.alias, &flow.target.alias);
+    let plugins = FlowPlugins::for_flow(&flow);
     let topic = plugins
         .internal_topics()
         .await

@@ -16,7 +16,8 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-/// How long a stopping flow may take beyond its `shutdown_timeout` before it is abandoned.
+/// How long a stopping flow may take beyond its `shutdown_timeout` (and the session timeout
+/// its replication tasks may wait to leave the group one at a time) before it is abandoned.
 pub const STOP_GRACE: Duration = Duration::from_secs(20);
 
 /// A running flow.
@@ -87,7 +88,7 @@ impl Flows {
             &name,
             flow.settings.unreachable_after,
         ));
-        let plugins = FlowPlugins::new(flow.roles.clone(), &flow.source.alias, &flow.target.alias);
+        let plugins = FlowPlugins::for_flow(&flow);
         let hashes = flow
             .slots
             .components
@@ -152,7 +153,9 @@ impl Flows {
             if r.stopping.is_none() {
                 tracing::info!(flow = %name, "stopping flow");
                 r.token.cancel();
-                r.stopping = Some(Instant::now() + r.flow.settings.shutdown_timeout + STOP_GRACE);
+                let s = &r.flow.settings;
+                r.stopping =
+                    Some(Instant::now() + s.shutdown_timeout + s.session_timeout + STOP_GRACE);
             }
         }
     }

@@ -131,3 +131,38 @@ where
         backoff = (backoff * 2).min(Duration::from_secs(10));
     }
 }
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Helpers for the flow's unit tests.
+    use crate::plugin::builtin;
+    use crate::policy::{Config, FlowRoles, Role};
+
+    /// MM2's built-in roles with `policy` and a topic filter of `topics`.
+    pub fn roles(policy: &str, topics: &str) -> FlowRoles {
+        let b = |name: &str| builtin::find(name).unwrap();
+        let filter: Config = [("topics", topics)].into_iter().collect();
+        FlowRoles {
+            topic_filter: b("default-topic-filter")
+                .configured(Role::TopicFilter, &filter, builtin::topic_filter)
+                .unwrap(),
+            group_filter: b("default-group-filter")
+                .configured(Role::GroupFilter, &Config::new(), builtin::group_filter)
+                .unwrap(),
+            replication_policy: b(policy)
+                .configured(
+                    Role::ReplicationPolicy,
+                    &Config::new(),
+                    builtin::replication_policy,
+                )
+                .unwrap(),
+            config_property_filter: b("default-config-property-filter")
+                .configured(
+                    Role::ConfigPropertyFilter,
+                    &Config::new(),
+                    builtin::config_property_filter,
+                )
+                .unwrap(),
+        }
+    }
+}

@@ -7,6 +7,7 @@
 //! installs a new set atomically and bumps the generation, which tells discovery to drop
 //! its cached decisions. A call in flight finishes on the set it started with.
 
+use crate::config::{ResolvedFlow, SyncsLocation};
 use crate::kafka::{TopicConfigEntry, invalid_topic_name};
 use crate::policy::{FlowRoles, PluginError};
 use std::collections::BTreeSet;
@@ -17,7 +18,9 @@ use tokio_util::sync::CancellationToken;
 /// The names of a flow's internal topics, as its replication policy gives them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InternalTopics {
-    /// `mm2-offset-syncs.<target>.internal` (MM2's default).
+    /// `mm2-offset-syncs.<other>.internal` (MM2's default), named after the cluster it does
+    /// not live on: the target alias when it is on the source (the default), the source
+    /// alias when it is on the target (MM2's `MirrorSourceConfig.offsetSyncsTopic`).
     pub offset_syncs: String,
     /// `heartbeats`.
     pub heartbeats: String,
@@ -32,6 +35,8 @@ pub struct FlowNames {
     pub source: String,
     /// The target cluster's alias.
     pub target: String,
+    /// The alias the offset-syncs topic is named after: the cluster it is not on.
+    pub offset_syncs_alias: String,
     /// The flow's internal topics on the target, which no mirrored topic may be named.
     pub reserved: BTreeSet<String>,
 }
@@ -54,8 +59,17 @@ pub struct FlowPlugins {
 }
 
 impl FlowPlugins {
-    /// The roles of the flow `source_alias -> target_alias`.
-    pub fn new(roles: FlowRoles, source_alias: &str, target_alias: &str) -> Self {
+    /// The roles of the flow `source_alias -> target_alias`, its offset syncs on `syncs`.
+    pub fn new(
+        roles: FlowRoles,
+        source_alias: &str,
+        target_alias: &str,
+        syncs: SyncsLocation,
+    ) -> Self {
+        let offset_syncs_alias = match syncs {
+            SyncsLocation::Source => target_alias,
+            SyncsLocation::Target => source_alias,
+        };
         FlowPlugins {
             live: Arc::new(Live {
                 roles: RwLock::new(Arc::new(roles)),
@@ -64,10 +78,21 @@ impl FlowPlugins {
             names: Arc::new(FlowNames {
                 source: source_alias.to_string(),
                 target: target_alias.to_string(),
+                offset_syncs_alias: offset_syncs_alias.to_string(),
                 reserved: BTreeSet::new(),
             }),
             stop: CancellationToken::new(),
         }
+    }
+
+    /// The roles of a configured flow.
+    pub fn for_flow(flow: &ResolvedFlow) -> Self {
+        Self::new(
+            flow.roles.clone(),
+            &flow.source.alias,
+            &flow.target.alias,
+            flow.settings.offset_syncs_topic_location,
+        )
     }
 
     /// The same roles, with calls abandoned when `stop` is cancelled (a call that blocks
@@ -205,7 +230,7 @@ pub fn internal_topics_of(
 ) -> Result<InternalTopics, PluginError> {
     let p = &roles.replication_policy;
     let topics = InternalTopics {
-        offset_syncs: p.offset_syncs_topic(&names.target)?,
+        offset_syncs: p.offset_syncs_topic(&names.offset_syncs_alias)?,
         heartbeats: p.heartbeats_topic()?,
         checkpoints: p.checkpoints_topic(&names.source)?,
     };
@@ -223,4 +248,38 @@ pub fn internal_topics_of(
         }
     }
     Ok(topics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_offset_syncs_topic_is_named_after_the_cluster_it_is_not_on() {
+        let roles = || crate::flow::testing::roles("default-policy", ".*");
+        let on_source = FlowPlugins::new(roles(), "A", "C", SyncsLocation::Source);
+        let on_target = FlowPlugins::new(roles(), "A", "C", SyncsLocation::Target);
+        let on_target_b = FlowPlugins::new(roles(), "B", "C", SyncsLocation::Target);
+        async fn names(p: &FlowPlugins) -> InternalTopics {
+            p.internal_topics().await.unwrap()
+        }
+        assert_eq!(
+            names(&on_source).await.offset_syncs,
+            "mm2-offset-syncs.C.internal"
+        );
+        assert_eq!(
+            names(&on_target).await.offset_syncs,
+            "mm2-offset-syncs.A.internal",
+            "on the target, named after the source (MM2's offsetSyncsTopic)"
+        );
+        assert_ne!(
+            names(&on_target).await.offset_syncs,
+            names(&on_target_b).await.offset_syncs,
+            "flows A->C and B->C never share a syncs topic"
+        );
+        assert_eq!(
+            names(&on_target).await.checkpoints,
+            "A.checkpoints.internal"
+        );
+    }
 }

@@ -157,41 +157,16 @@ pub fn review(
 mod tests {
     use super::*;
     use crate::flow::Route;
-    use crate::plugin::builtin;
-    use crate::policy::{Config, Role};
 
     fn roles(policy: &str, topics: &str) -> FlowRoles {
-        let b = |name: &str| builtin::find(name).unwrap();
-        let policy_config: Config = Config::new();
-        let filter: Config = [("topics", topics)].into_iter().collect();
-        FlowRoles {
-            topic_filter: b("default-topic-filter")
-                .configured(Role::TopicFilter, &filter, builtin::topic_filter)
-                .unwrap(),
-            group_filter: b("default-group-filter")
-                .configured(Role::GroupFilter, &Config::new(), builtin::group_filter)
-                .unwrap(),
-            replication_policy: b(policy)
-                .configured(
-                    Role::ReplicationPolicy,
-                    &policy_config,
-                    builtin::replication_policy,
-                )
-                .unwrap(),
-            config_property_filter: b("default-config-property-filter")
-                .configured(
-                    Role::ConfigPropertyFilter,
-                    &Config::new(),
-                    builtin::config_property_filter,
-                )
-                .unwrap(),
-        }
+        crate::flow::testing::roles(policy, topics)
     }
 
     fn names() -> FlowNames {
         FlowNames {
             source: "primary".into(),
             target: "backup".into(),
+            offset_syncs_alias: "backup".into(),
             reserved: Default::default(),
         }
     }

@@ -76,6 +76,8 @@ pub async fn run(
         ..ReplicatorSettings::new(&name, &progress_group(src, dst), &topics.offset_syncs)
     };
     let clusters = [source.clone(), target.clone(), syncs_cluster.clone()];
+    // The tasks leave the group one after another at a stop, within the stop's budget.
+    let shared = replication::TaskShared::new(fs.session_timeout);
     for member in 0..fs.replication_tasks {
         let settings = ReplicatorSettings {
             member,
@@ -87,6 +89,7 @@ pub async fn run(
             routes.clone(),
             stop.clone(),
             telemetry.clone(),
+            shared.clone(),
         );
         tasks.spawn("replication", run);
     }

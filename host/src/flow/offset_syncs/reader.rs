@@ -82,7 +82,8 @@ pub async fn run(
                 continue;
             }
         };
-        let decoded = OffsetSync::decode(msg.key(), msg.payload()).map_err(|e| e.to_string());
+        let decoded =
+            OffsetSync::decode(msg.key(), msg.payload()).map_err(|e| (false, e.to_string()));
         let added = decoded.and_then(|sync| {
             let marker = msg
                 .headers()
@@ -94,11 +95,20 @@ pub async fn run(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .add(&sync, marker)
-                .map_err(|e| e.to_string())
+                .map_err(|e| {
+                    let stale = matches!(e, super::store::Refused::StaleOwner { .. });
+                    (stale, e.to_string())
+                })
         });
         match added {
             Ok(()) => {}
-            Err(e) => {
+            Err((true, e)) => {
+                telemetry.add(Counter::StaleOffsetSyncs, 1);
+                if telemetry.first_time("stale offset sync") {
+                    tracing::info!(flow = %telemetry.flow, topic, error = %e, "refused a former owner's late offset sync (logged once)");
+                }
+            }
+            Err((false, e)) => {
                 telemetry.add(Counter::MalformedOffsetSyncs, 1);
                 telemetry.note_error(
                     "malformed offset sync skipped",

@@ -5,7 +5,7 @@
 //! is kept.
 
 use super::writer::{OffsetSyncWriter, PendingSync};
-use super::{MARKER_HEADER, OffsetSync};
+use super::{MARKER_HEADER, OffsetSync, SyncMarker};
 use crate::flow::telemetry::{Counter, FlowTelemetry};
 use crate::kafka::{Cluster, KafkaError};
 use rdkafka::ClientContext;
@@ -47,7 +47,7 @@ impl ProducerContext for SyncDeliveries {
 /// Decides and sends one replicator's offset syncs.
 pub struct SyncSender {
     writer: OffsetSyncWriter<PartitionKey>,
-    names: HashMap<PartitionKey, (Arc<str>, i32)>,
+    names: HashMap<PartitionKey, (Arc<str>, i32, i32)>,
     retired: Vec<PartitionKey>,
     producer: BaseProducer<SyncDeliveries>,
     topic: String,
@@ -74,9 +74,16 @@ impl SyncSender {
         })
     }
 
-    /// Names `key` (a partition starts being replicated).
-    pub fn register(&mut self, key: PartitionKey, topic: Arc<str>, partition: i32) {
-        self.names.insert(key, (topic, partition));
+    /// Names `key` (a partition starts being replicated, assigned in the consumer-group
+    /// `generation`: its syncs carry it as their owner generation).
+    pub fn register(
+        &mut self,
+        key: PartitionKey,
+        topic: Arc<str>,
+        partition: i32,
+        generation: i32,
+    ) {
+        self.names.insert(key, (topic, partition, generation));
     }
 
     /// Source `up` of `key` was acked by the target at `down`.
@@ -133,8 +140,12 @@ impl SyncSender {
     }
 
     fn send(&mut self, p: PendingSync<PartitionKey>) {
-        let Some((topic, partition)) = self.names.get(&p.key) else {
+        let Some((topic, partition, generation)) = self.names.get(&p.key) else {
             return;
+        };
+        let marker = SyncMarker {
+            generation: (*generation >= 0).then_some(*generation),
+            ..p.marker
         };
         let sync = OffsetSync {
             topic: topic.to_string(),
@@ -142,7 +153,7 @@ impl SyncSender {
             upstream: p.upstream,
             downstream: p.downstream,
         };
-        let (key, value, marker) = (sync.key(), sync.value(), p.marker.encode());
+        let (key, value, marker) = (sync.key(), sync.value(), marker.encode());
         let headers = OwnedHeaders::new().insert(Header {
             key: MARKER_HEADER,
             value: Some(marker.as_bytes()),

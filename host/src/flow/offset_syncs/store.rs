@@ -20,6 +20,19 @@
 //! smaller target offset: the target topic was truncated or recreated). Each reset bumps the
 //! partition's *epoch*, so checkpoints made from the old syncs can be replaced.
 //! Syncs with impossible offsets (negative, or beyond [`MAX_OFFSET`]) are refused.
+//!
+//! **Late syncs of a former owner.** Every sync is true when written — the target acked
+//! that copy of that record — but a replicator that lost its partition (a stalled instance
+//! that resumes) can write after the new owner did, and its copies sit later on the target
+//! than the new owner's, interleaved with them. Read as the newest, such a sync is a
+//! "rewind" that resets the partition to the former owner's run, and a consumer positioned
+//! from it would skip what the new owner wrote before it. So a sync that would rewind the
+//! partition is refused when it carries an older owner generation (the consumer-group
+//! generation its writer was assigned the partition in, see [`SyncMarker`]) than the newest
+//! accepted one: [`Refused::StaleOwner`]. A sync that does not rewind is accepted whatever
+//! its generation (it describes records after everything known, which is true), and so is
+//! a rewind of an equal or newer generation (the target topic recreated, the source
+//! re-mirrored).
 
 use super::SyncMarker;
 use crate::formats::OffsetSync;
@@ -86,12 +99,29 @@ pub const MAX_OFFSET: i64 = 1 << 62;
 
 /// Why a sync was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("impossible offsets in an offset sync: upstream {upstream}, downstream {downstream}")]
-pub struct ImpossibleOffsets {
-    /// The upstream offset.
-    pub upstream: i64,
-    /// The downstream offset.
-    pub downstream: i64,
+pub enum Refused {
+    /// Offsets no log can have.
+    #[error("impossible offsets in an offset sync: upstream {upstream}, downstream {downstream}")]
+    Impossible {
+        /// The upstream offset.
+        upstream: i64,
+        /// The downstream offset.
+        downstream: i64,
+    },
+    /// A late sync of a replicator that no longer owned the partition.
+    #[error(
+        "a late offset sync of a former owner (generation {generation}, the partition's owner is in {newest}): upstream {upstream}, downstream {downstream}"
+    )]
+    StaleOwner {
+        /// Its owner generation.
+        generation: i32,
+        /// The newest owner generation seen.
+        newest: i32,
+        /// The upstream offset.
+        upstream: i64,
+        /// The downstream offset.
+        downstream: i64,
+    },
 }
 
 /// A translated offset and the epoch of the syncs it came from.
@@ -108,6 +138,8 @@ struct PartitionSyncs {
     dense: VecDeque<Entry>,
     mm2: Mm2Syncs,
     epoch: u64,
+    /// The newest owner generation of an accepted sync.
+    generation: Option<i32>,
 }
 
 fn consecutive(a: &Entry, b: &Entry) -> bool {
@@ -115,11 +147,25 @@ fn consecutive(a: &Entry, b: &Entry) -> bool {
 }
 
 impl PartitionSyncs {
-    fn add(&mut self, e: Entry) {
+    fn add(&mut self, e: Entry) -> Result<(), Refused> {
         let rewound = self
             .dense
             .back()
             .is_some_and(|last| last.up > e.up || last.down > e.down);
+        let generation = e.marker.and_then(|m| m.generation);
+        if let (true, Some(g), Some(newest)) = (rewound, generation, self.generation) {
+            if g < newest {
+                return Err(Refused::StaleOwner {
+                    generation: g,
+                    newest,
+                    upstream: e.up,
+                    downstream: e.down,
+                });
+            }
+        }
+        if let Some(g) = generation {
+            self.generation = Some(self.generation.map_or(g, |n| n.max(g)));
+        }
         if rewound {
             self.dense.clear();
             self.epoch += 1;
@@ -133,6 +179,7 @@ impl PartitionSyncs {
             self.dense.pop_front();
         }
         self.mm2.add(e.up, e.down, true);
+        Ok(())
     }
 
     fn translate(&self, g: i64) -> Option<i64> {
@@ -172,15 +219,12 @@ impl OffsetSyncStore {
     }
 
     /// Adds one sync as read from the offset-syncs topic (with its marker header, if any).
-    /// A sync with impossible offsets is refused and changes nothing.
-    pub fn add(
-        &mut self,
-        sync: &OffsetSync,
-        marker: Option<SyncMarker>,
-    ) -> Result<(), ImpossibleOffsets> {
+    /// A sync with impossible offsets, or a former owner's late rewinding sync, is refused
+    /// and changes nothing.
+    pub fn add(&mut self, sync: &OffsetSync, marker: Option<SyncMarker>) -> Result<(), Refused> {
         let valid = 0..=MAX_OFFSET;
         if !valid.contains(&sync.upstream) || !valid.contains(&sync.downstream) {
-            return Err(ImpossibleOffsets {
+            return Err(Refused::Impossible {
                 upstream: sync.upstream,
                 downstream: sync.downstream,
             });
@@ -198,12 +242,13 @@ impl OffsetSyncStore {
                     dense: VecDeque::new(),
                     mm2: Mm2Syncs::new(e.up, e.down),
                     epoch: 0,
+                    generation: None,
                 };
-                p.add(e);
+                let added = p.add(e);
                 self.partitions.insert(key, p);
+                added
             }
         }
-        Ok(())
     }
 
     /// The target offset for source offset `g` of `topic`/`partition`; `None` when no sync

@@ -185,10 +185,7 @@ impl<K: Clone + Eq + Hash + Ord> OffsetSyncWriter<K> {
         let Some(state) = self.partitions.get_mut(key) else {
             return;
         };
-        let marker = SyncMarker {
-            session: state.session,
-            seq: state.next_seq,
-        };
+        let marker = SyncMarker::new(state.session, state.next_seq);
         state.next_seq += 1;
         queue.push_back(Queued {
             upstream,

@@ -1,16 +1,16 @@
 //! The librdkafka callbacks of the data plane: delivery reports of the target producer, and
 //! the consumer group's rebalances and commit results. Callbacks run on the replicator's
-//! own thread, inside `poll`; they hand their results to [`Core`] (a rebalance must finish
-//! its work — drain, commit — before the partitions are released, so it runs there).
+//! own thread, inside `poll`; a rebalance is handed to a [`Rebalancing`] handler (it must
+//! finish its work — drain, commit — before the partitions are released, so it runs
+//! there), and every commit's outcome is collected for the loop.
 
-use super::core::Core;
 use rdkafka::ClientContext;
 use rdkafka::TopicPartitionList;
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::ProducerContext;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// One delivery report: the partition's slot key and the target offset, or the error.
@@ -76,23 +76,29 @@ pub struct CommitOutcome {
     pub partitions: Vec<(String, i32, i64, Option<String>)>,
 }
 
+/// What a group member's rebalances are handed to.
+pub trait Rebalancing: Sized + Send + Sync + 'static {
+    /// The group assigned `tpl` to the member.
+    fn assigned(&self, consumer: &BaseConsumer<Membership<Self>>, tpl: &TopicPartitionList);
+    /// The group takes `tpl` from the member (not yet released).
+    fn revoking(&self, consumer: &BaseConsumer<Membership<Self>>, tpl: &TopicPartitionList);
+    /// A rebalance failed.
+    fn failed(&self, error: &rdkafka::error::KafkaError);
+}
+
 /// The consumer group member's callbacks.
-pub struct Membership {
-    core: Arc<Mutex<Core>>,
+pub struct Membership<H> {
+    handler: Arc<H>,
     commits: Mutex<Vec<CommitOutcome>>,
 }
 
-impl Membership {
-    /// Callbacks acting on `core`.
-    pub fn new(core: Arc<Mutex<Core>>) -> Self {
+impl<H: Rebalancing> Membership<H> {
+    /// Callbacks handing rebalances to `handler`.
+    pub fn new(handler: Arc<H>) -> Self {
         Membership {
-            core,
+            handler,
             commits: Mutex::new(Vec::new()),
         }
-    }
-
-    fn core(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The commit outcomes collected so far.
@@ -101,30 +107,30 @@ impl Membership {
     }
 }
 
-impl ClientContext for Membership {}
+impl<H: Rebalancing> ClientContext for Membership<H> {}
 
-impl ConsumerContext for Membership {
+impl<H: Rebalancing> ConsumerContext for Membership<H> {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
-            Rebalance::Revoke(tpl) => self.core().revoke(consumer, tpl),
-            Rebalance::Error(e) => self.core().rebalance_failed(e),
+            Rebalance::Revoke(tpl) => self.handler.revoking(consumer, tpl),
+            Rebalance::Error(e) => self.handler.failed(e),
             Rebalance::Assign(_) => {}
         }
     }
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(tpl) = rebalance {
-            self.core().assign(consumer, tpl);
+            self.handler.assigned(consumer, tpl);
         }
     }
 
-    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
-        self.record_commit(result, offsets);
-    }
+    // No `commit_callback`: kmirror commits synchronously only, and records each outcome
+    // where it commits ([`Membership::record_commit`]) — one place, so each is counted once.
 }
 
-impl Membership {
-    /// Records the outcome of a commit of `offsets`.
+impl<H> Membership<H> {
+    /// Records the outcome of a synchronous commit of `offsets` (a failure of the request
+    /// fails every partition in it).
     pub fn record_commit(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
         let outcome = CommitOutcome {
             error: result.err().map(|e| e.to_string()),

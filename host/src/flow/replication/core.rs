@@ -1,119 +1,164 @@
-//! The data plane's state and rules, shared by the replicator's loop and its consumer-group
-//! callbacks (both on the replicator's thread): forwarding a record, delivery reports,
-//! unproducible records, partitions assigned and revoked, progress commits, and the status
-//! of every owned partition.
+//! The data plane's shell around the [`Book`]: it hands records to the target producer,
+//! feeds the book the delivery reports, rebalances, routes and commit outcomes, and
+//! applies what the book decides (pause, resume, seek, offset-sync sessions) to librdkafka.
+//! Status and the graceful stop's drain are in [`super::status`].
 
 use super::ReplicatorSettings;
-use super::contexts::{CommitOutcome, Delivered, Deliveries, Membership};
-use super::failures::{Failure, OnUnproducible, classify};
+use super::book::{Ack, Book, BookSettings, Effect, Offer, Orphans};
+use super::contexts::{CommitOutcome, Deliveries, Membership, Rebalancing};
+use super::failures::classify;
 use super::progress::InFlight;
-use super::table::{Hold, SlotKey, Table};
 use crate::flow::Routes;
 use crate::flow::offset_syncs::sender::SyncSender;
-use crate::flow::telemetry::{
-    Counter, FlowTelemetry, MemberStatus, PartitionStatus, Paused, now_ms,
-};
-use crate::kafka::clients::cached_watermarks;
+use crate::flow::telemetry::{Counter, FlowTelemetry, now_ms};
 use crate::kafka::clients::group_generation;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The replicator's group member.
-pub type Member = BaseConsumer<Membership>;
+pub type Member = BaseConsumer<Membership<Shared>>;
+
+/// The core as the group callbacks and the loop share it (both on the replicator's thread).
+pub struct Shared(Mutex<Core>);
+
+impl Shared {
+    /// Shares `core`.
+    pub fn new(core: Core) -> Arc<Self> {
+        Arc::new(Shared(Mutex::new(core)))
+    }
+
+    /// The core, locked.
+    pub fn lock(&self) -> MutexGuard<'_, Core> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Rebalancing for Shared {
+    fn assigned(&self, consumer: &Member, tpl: &TopicPartitionList) {
+        self.lock().assign(consumer, tpl);
+    }
+    fn revoking(&self, consumer: &Member, tpl: &TopicPartitionList) {
+        self.lock().revoke(consumer, tpl);
+    }
+    fn failed(&self, error: &rdkafka::error::KafkaError) {
+        self.lock()
+            .telemetry
+            .note_error("rebalance", "kafka", error);
+    }
+}
 
 /// What became of a record handed to [`Core::forward`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Forwarded {
-    /// Sent, skipped or not ours: the next record may come.
+    /// Sent, skipped, or declined (its partition reads it again later): the next record
+    /// may come.
     Done,
     /// No room (the producer's queue is full or too many records are in flight): offer it
-    /// again later.
+    /// again, or [`Core::decline`] it.
     Full,
 }
 
 /// How long a revocation waits for the revoked partitions' records in flight.
 const REVOKE_DRAIN: Duration = Duration::from_secs(10);
 
-/// The data plane's state.
-pub struct Core {
-    settings: ReplicatorSettings,
-    producer: ThreadedProducer<Deliveries>,
-    syncs: SyncSender,
-    table: Table,
-    routes: Routes,
-    telemetry: Arc<FlowTelemetry>,
-    in_flight: usize,
-    delivered: Vec<Delivered>,
-    records: u64,
-    bytes: u64,
-    fatal: Option<String>,
-    rebalances: u64,
-}
+/// How often the producer's metadata of one target topic is refreshed at most.
+const REFRESH_EVERY: Duration = Duration::from_secs(1);
 
-fn tpl_of(partitions: &[(Arc<str>, i32)]) -> TopicPartitionList {
+pub(super) fn tpl_of<'a>(
+    partitions: impl IntoIterator<Item = (&'a str, i32)>,
+) -> TopicPartitionList {
     let mut tpl = TopicPartitionList::new();
     for (t, p) in partitions {
-        tpl.add_partition(t, *p);
+        tpl.add_partition(t, p);
     }
     tpl
 }
 
+fn pairs(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
+    tpl.elements()
+        .iter()
+        .map(|e| (e.topic().to_string(), e.partition()))
+        .collect()
+}
+
+/// The data plane's state.
+pub struct Core {
+    pub(super) settings: ReplicatorSettings,
+    pub(super) producer: Arc<ThreadedProducer<Deliveries>>,
+    pub(super) syncs: SyncSender,
+    pub(super) book: Book,
+    pub(super) telemetry: Arc<FlowTelemetry>,
+    orphans: Arc<Mutex<Orphans>>,
+    delivered: Vec<super::contexts::Delivered>,
+    pub(super) records: u64,
+    pub(super) bytes: u64,
+    pub(super) rebalances: u64,
+    refreshed: HashMap<Arc<str>, Instant>,
+}
+
 impl Core {
     /// The state of a replicator producing through `producer` and sending syncs through
-    /// `syncs`.
+    /// `syncs`; `orphans` is shared by the instance's replication tasks.
     pub fn new(
         settings: ReplicatorSettings,
         producer: ThreadedProducer<Deliveries>,
         syncs: SyncSender,
         telemetry: Arc<FlowTelemetry>,
+        orphans: Arc<Mutex<Orphans>>,
     ) -> Self {
+        let book = Book::new(BookSettings {
+            max_in_flight: settings.max_in_flight,
+            on_unproducible: settings.on_unproducible,
+            retry_paused_every: settings.retry_paused_every,
+        });
         Core {
             settings,
-            producer,
+            producer: Arc::new(producer),
             syncs,
-            table: Table::default(),
-            routes: Routes::new(),
+            book,
             telemetry,
-            in_flight: 0,
+            orphans,
             delivered: Vec::new(),
             records: 0,
             bytes: 0,
-            fatal: None,
             rebalances: 0,
+            refreshed: HashMap::new(),
         }
     }
 
     /// Why the producer became unusable, once.
     pub fn take_fatal(&mut self) -> Option<String> {
-        self.fatal.take()
+        self.book.take_fatal()
     }
 
-    /// Produces `msg` to its partition's target, unless the partition is held.
+    /// Produces `msg` to its partition's target, if its partition flows.
     pub fn forward(
         &mut self,
         consumer: &Member,
         msg: &BorrowedMessage<'_>,
         now: Instant,
     ) -> Forwarded {
-        if self.in_flight >= self.settings.max_in_flight {
-            return Forwarded::Full;
-        }
-        let Some(p) = self.table.get_by_name_mut(msg.topic(), msg.partition()) else {
-            return Forwarded::Done;
-        };
-        let (Hold::None, Some(target)) = (&p.hold, &p.target) else {
-            return Forwarded::Done;
-        };
         let up = msg.offset();
-        let key = p.key;
+        let (key, target, partition) = match self.book.offer(msg.topic(), msg.partition(), up) {
+            Offer::Send {
+                key,
+                target,
+                partition,
+            } => (key, target, partition),
+            Offer::Declined => {
+                self.apply(consumer);
+                return Forwarded::Done;
+            }
+            Offer::Full => return Forwarded::Full,
+        };
         let timestamp = msg.timestamp().to_millis();
         let mut record: BaseRecord<'_, [u8], [u8], usize> =
-            BaseRecord::with_opaque_to(target, key as usize).partition(p.partition);
+            BaseRecord::with_opaque_to(&target, key as usize).partition(partition);
         if let Some(k) = msg.key() {
             record = record.key(k);
         }
@@ -130,12 +175,14 @@ impl Core {
         }
         match self.producer.send(record) {
             Ok(()) => {
-                p.progress.sent(InFlight {
-                    upstream: up,
-                    timestamp,
-                    sent: now,
-                });
-                self.in_flight += 1;
+                self.book.sent(
+                    key,
+                    InFlight {
+                        upstream: up,
+                        timestamp,
+                        sent: now,
+                    },
+                );
                 self.bytes += (msg.payload_len() + msg.key().map_or(0, <[u8]>::len)) as u64;
                 Forwarded::Done
             }
@@ -143,64 +190,47 @@ impl Core {
                 let code = e
                     .rdkafka_error_code()
                     .unwrap_or(rdkafka::error::RDKafkaErrorCode::Fail);
-                match classify(code, true) {
-                    Failure::Backpressure => Forwarded::Full,
-                    Failure::Purged => Forwarded::Done,
-                    Failure::Unproducible(reason) => {
-                        self.unproducible(consumer, key, up, reason);
+                match classify(code, true).refusal() {
+                    None => Forwarded::Full,
+                    Some(refusal) => {
+                        self.book.refused(key, up, refusal, now);
+                        self.apply(consumer);
                         Forwarded::Done
-                    }
-                    Failure::Fatal(reason) => {
-                        self.fatal.get_or_insert(reason);
-                        Forwarded::Full
                     }
                 }
             }
         }
     }
 
-    /// The record at `offset` of partition `key` will not be taken by the target.
-    fn unproducible(&mut self, consumer: &Member, key: SlotKey, offset: i64, reason: String) {
-        let Some(p) = self.table.get_mut(key) else {
-            return;
-        };
-        let (topic, partition) = (p.topic.clone(), p.partition);
-        let what = format!("{topic}[{partition}] offset {offset}: {reason}");
-        match self.settings.on_unproducible {
-            OnUnproducible::Skip => {
-                p.progress.skipped(offset);
-                self.telemetry.add(Counter::UnproducibleSkipped, 1);
-                self.telemetry.note_error(
-                    "skipped a record the target will not take",
-                    "unproducible",
-                    &what,
-                );
-            }
-            OnUnproducible::Pause => {
-                p.progress.block(offset);
-                p.hold = Hold::Unproducible {
-                    paused: Paused {
-                        offset,
-                        reason: reason.clone(),
-                        since_ms: now_ms(),
-                    },
-                    retry_at: Instant::now() + self.settings.retry_paused_every,
-                };
-                if let Err(e) = consumer.pause(&tpl_of(&[(topic.clone(), partition)])) {
-                    self.telemetry.note_error("pause a partition", "kafka", &e);
-                }
-                self.telemetry.add(Counter::UnproduciblePaused, 1);
-                self.telemetry.note_error(
-                    "the target will not take a record",
-                    "unproducible",
-                    &what,
-                );
-                if self.telemetry.first_time(&format!("unproducible {what}")) {
-                    tracing::error!(flow = %self.settings.flow, topic = %topic, partition, offset, reason = %reason,
-                        "the target will not take this record: its partition is paused there, every other partition goes on (on_unproducible = \"skip\" skips such records)");
-                }
-            }
+    /// `msg` waited too long for room: it is not produced now, and its partition reads it
+    /// again once there is room.
+    pub fn decline(&mut self, consumer: &Member, msg: &BorrowedMessage<'_>) {
+        let keys = self
+            .book
+            .keys_of(&[(msg.topic().to_string(), msg.partition())]);
+        if let Some(key) = keys.first() {
+            self.book.decline(*key, msg.offset());
+            self.apply(consumer);
         }
+    }
+
+    /// Whether the target has room again after back-pressure: half the record limit, and
+    /// half the producer's queue.
+    pub fn has_room(&self) -> bool {
+        self.book.in_flight() <= self.settings.max_in_flight / 2
+            && self.producer.in_flight_count() <= super::worker::PRODUCER_QUEUE as i32 / 2
+    }
+
+    /// The target has no room (`on`): the flowing partitions are paused (a record they
+    /// deliver meanwhile is read again later); or it has room again.
+    pub fn set_backpressure(&mut self, consumer: &Member, on: bool) {
+        self.book.set_backpressure(on);
+        self.apply(consumer);
+    }
+
+    /// Whether the flowing partitions are paused for lack of room.
+    pub fn backpressure(&self) -> bool {
+        self.book.backpressure()
     }
 
     /// Handles the producer's delivery reports (collected on its own thread), waiting up to
@@ -209,39 +239,19 @@ impl Core {
         self.syncs.poll();
         let mut delivered = std::mem::take(&mut self.delivered);
         self.producer.context().take(&mut delivered, timeout);
-        let now = now_ms();
+        let (now, now_ms) = (Instant::now(), now_ms());
         for d in delivered.drain(..) {
-            self.in_flight = self.in_flight.saturating_sub(1);
-            let Some(p) = self.table.get_mut(d.key) else {
-                continue; // handed over meanwhile
-            };
-            let Some(record) = p.progress.delivered() else {
-                continue;
-            };
-            let counts = p.progress.counts(record.upstream);
-            match d.result {
-                Ok(down) => {
-                    self.records += 1;
-                    if counts {
-                        self.syncs.on_ack(d.key, record.upstream, down);
-                    }
-                    if let Some(ts) = record.timestamp {
-                        self.telemetry.latency.observe_ms(now - ts, 1);
-                    }
-                }
-                Err(code) => match classify(code, false) {
-                    Failure::Purged | Failure::Backpressure => {}
-                    Failure::Unproducible(reason) if counts => {
-                        self.unproducible(consumer, d.key, record.upstream, reason)
-                    }
-                    Failure::Unproducible(_) => {}
-                    Failure::Fatal(reason) => {
-                        self.fatal.get_or_insert(reason);
-                    }
-                },
+            let result = d.result.map_err(|code| {
+                classify(code, false)
+                    .refusal()
+                    .unwrap_or_else(|| super::book::Refusal::Transient(code.to_string()))
+            });
+            if let Some(ack) = self.book.delivered(d.key, result, now) {
+                self.acked(ack, now_ms);
             }
         }
         self.delivered = delivered;
+        self.apply(consumer);
         if self.records > 0 {
             self.telemetry
                 .add(Counter::Records, std::mem::take(&mut self.records));
@@ -250,284 +260,229 @@ impl Core {
         }
     }
 
-    /// The group assigned `tpl` to this instance.
-    pub fn assign(&mut self, consumer: &Member, tpl: &TopicPartitionList) {
-        let mut waiting = Vec::new();
-        let mut names = Vec::new();
-        for e in tpl.elements() {
-            let (topic, partition) = (e.topic(), e.partition());
-            let route = self.routes.get(topic);
-            let key = self.table.insert(
-                topic,
-                partition,
-                route.map(|r| Arc::from(r.target.as_str())),
-            );
-            self.syncs.register(key, Arc::from(topic), partition);
-            if route.is_none_or(|r| partition >= r.partitions) {
-                if let Some(p) = self.table.get_mut(key) {
-                    p.hold = Hold::Waiting;
-                }
-                waiting.push((Arc::from(topic), partition));
-            }
-            names.push(format!("{topic}[{partition}]"));
+    fn acked(&mut self, ack: Ack, now_ms: i64) {
+        self.records += 1;
+        if ack.counts {
+            self.syncs.on_ack(ack.key, ack.upstream, ack.downstream);
         }
-        if !waiting.is_empty() {
-            if let Err(e) = consumer.pause(&tpl_of(&waiting)) {
-                self.telemetry.note_error("pause a partition", "kafka", &e);
-            }
+        if let Some(ts) = ack.timestamp {
+            self.telemetry.latency.observe_ms(now_ms - ts, 1);
         }
-        self.rebalances += 1;
-        tracing::info!(flow = %self.settings.flow, partitions = names.len(), assigned = %names.join(", "), owned = self.table.len(), "partitions assigned to this instance");
     }
 
-    /// The group takes `tpl` from this instance: their records in flight are awaited and
-    /// their progress committed before they go (unless the assignment was lost, when no
-    /// commit is allowed and they are abandoned).
-    pub fn revoke(&mut self, consumer: &Member, tpl: &TopicPartitionList) {
-        let lost = consumer.assignment_lost();
-        let keys: Vec<SlotKey> = tpl
-            .elements()
+    /// Applies what the book decided.
+    pub(super) fn apply(&mut self, consumer: &Member) {
+        for effect in self.book.take_effects() {
+            match effect {
+                Effect::Pause(t, p) => {
+                    if let Err(e) = consumer.pause(&tpl_of([(&*t, p)])) {
+                        self.telemetry.note_error("pause a partition", "kafka", &e);
+                    }
+                }
+                Effect::Resume(t, p) => {
+                    if let Err(e) = consumer.resume(&tpl_of([(&*t, p)])) {
+                        self.telemetry.note_error("resume a partition", "kafka", &e);
+                    }
+                }
+                Effect::Seek(t, p, at) => {
+                    if let Err(e) = consumer.seek(&t, p, Offset::Offset(at), Duration::ZERO) {
+                        self.telemetry
+                            .note_error("seek a partition back", "kafka", &e);
+                    }
+                }
+                Effect::Started {
+                    key,
+                    topic,
+                    partition,
+                    generation,
+                } => self.syncs.register(key, topic, partition, generation),
+                Effect::Retired(key) => self.syncs.retire(key),
+                Effect::RefreshMetadata(topic) => self.refresh_metadata(topic),
+                Effect::Unproducible {
+                    topic,
+                    partition,
+                    offset,
+                    reason,
+                    skipped,
+                } => self.report_unproducible(&topic, partition, offset, &reason, skipped),
+                Effect::Retrying(topic, partition, offset) => {
+                    tracing::info!(flow = %self.settings.flow, topic = %topic, partition, offset, "retrying the record the target did not take");
+                }
+            }
+        }
+    }
+
+    /// Asks the target for `topic`'s metadata off this thread, so the producer learns its
+    /// new partitions (at most once a second per topic).
+    fn refresh_metadata(&mut self, topic: Arc<str>) {
+        let now = Instant::now();
+        if self
+            .refreshed
+            .get(&topic)
+            .is_some_and(|t| now.duration_since(*t) < REFRESH_EVERY)
+        {
+            return;
+        }
+        self.refreshed.insert(topic.clone(), now);
+        let producer = self.producer.clone();
+        let spawned = std::thread::Builder::new()
+            .name("kmirror-metadata".into())
+            .spawn(move || {
+                let _ = producer
+                    .client()
+                    .fetch_metadata(Some(&topic), Duration::from_secs(10));
+            });
+        if let Err(e) = spawned {
+            self.telemetry
+                .note_error("refresh the target's metadata", "kafka", &e);
+        }
+    }
+
+    fn report_unproducible(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        reason: &str,
+        skipped: bool,
+    ) {
+        let what = format!("{topic}[{partition}] offset {offset}: {reason}");
+        if skipped {
+            self.telemetry.add(Counter::UnproducibleSkipped, 1);
+            self.telemetry.note_error(
+                "skipped a record the target will not take",
+                "unproducible",
+                &what,
+            );
+            return;
+        }
+        self.telemetry.add(Counter::UnproduciblePaused, 1);
+        self.telemetry
+            .note_error("the target will not take a record", "unproducible", &what);
+        if self.telemetry.first_time(&format!("unproducible {what}")) {
+            tracing::error!(flow = %self.settings.flow, topic, partition, offset, reason,
+                "the target will not take this record: its partition is paused there, every other partition goes on (on_unproducible = \"skip\" skips such records)");
+        }
+    }
+
+    /// The group assigned `tpl` to this member.
+    fn assign(&mut self, consumer: &Member, tpl: &TopicPartitionList) {
+        let partitions = pairs(tpl);
+        let generation = group_generation(consumer).unwrap_or(-1);
+        let now = Instant::now();
+        {
+            let mut orphans = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
+            self.book
+                .assign(&partitions, generation, |t, p| orphans.take(t, p, now));
+        }
+        self.apply(consumer);
+        // What a stale generation refused is stored by this one.
+        self.book.recommit_unstored();
+        self.rebalances += 1;
+        let names: Vec<String> = partitions
             .iter()
-            .filter_map(|e| {
-                self.table
-                    .get_by_name_mut(e.topic(), e.partition())
-                    .map(|p| p.key)
-            })
+            .map(|(t, p)| format!("{t}[{p}]"))
             .collect();
+        tracing::info!(flow = %self.settings.flow, partitions = names.len(), assigned = %names.join(", "), owned = self.book.len(), generation, "partitions assigned to this instance");
+    }
+
+    /// The group takes `tpl` from this member: their records in flight are awaited and
+    /// their progress committed before they go — unless the assignment was lost, when no
+    /// commit is allowed: then what was mirrored is remembered, so a partition that comes
+    /// back to this instance before anyone stored more is not mirrored again.
+    fn revoke(&mut self, consumer: &Member, tpl: &TopicPartitionList) {
+        let lost = consumer.assignment_lost();
+        let partitions = pairs(tpl);
+        let keys = self.book.keys_of(&partitions);
         if !lost {
             let deadline = Instant::now() + REVOKE_DRAIN.min(self.settings.drain_timeout);
-            while Instant::now() < deadline
-                && keys.iter().any(|k| {
-                    self.table
-                        .get_mut(*k)
-                        .is_some_and(|p| p.progress.in_flight() > 0)
-                })
-            {
+            while Instant::now() < deadline && self.book.in_flight_of(&keys) > 0 {
                 self.poll_producer(consumer, Duration::from_millis(10));
             }
-            let mut commit = TopicPartitionList::new();
-            for k in &keys {
-                if let Some(p) = self.table.get_mut(*k) {
-                    if let Some(at) = p.progress.take_commit() {
-                        let _ =
-                            commit.add_partition_offset(&p.topic, p.partition, Offset::Offset(at));
-                    }
-                }
-            }
-            if commit.count() > 0 {
-                match consumer.commit(&commit, CommitMode::Sync) {
-                    Ok(()) => self.telemetry.update(|s| s.last_commit_ms = Some(now_ms())),
-                    Err(e) => {
-                        self.telemetry.add(Counter::CommitFailures, 1);
-                        self.telemetry.note_error(
-                            "store progress of revoked partitions",
-                            "commit",
-                            &e,
-                        );
-                    }
-                }
+            let commits = self.book.take_commits_of(&keys);
+            if !commits.is_empty() {
+                let tpl = offsets_tpl(&commits);
+                let result = consumer.commit(&tpl, CommitMode::Sync);
+                consumer.context().record_commit(result, &tpl);
+                // Recorded before the partitions go, so the outcome still finds them.
+                self.committed(consumer.context().take_commits());
             }
         }
-        let mut names = Vec::new();
-        for e in tpl.elements() {
-            if let Some(p) = self.table.remove(e.topic(), e.partition()) {
-                self.syncs.retire(p.key);
-                names.push(format!("{}[{}]", p.topic, p.partition));
+        let gone = self.book.remove(&partitions);
+        if lost {
+            let now = Instant::now();
+            let mut orphans = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
+            for (t, p, at) in gone {
+                orphans.remember(t, p, at, now);
             }
         }
+        self.apply(consumer);
         self.rebalances += 1;
-        tracing::info!(flow = %self.settings.flow, partitions = names.len(), revoked = %names.join(", "), lost, owned = self.table.len(), "partitions revoked from this instance");
-    }
-
-    /// A rebalance failed.
-    pub fn rebalance_failed(&mut self, e: &rdkafka::error::KafkaError) {
-        self.telemetry.note_error("rebalance", "kafka", e);
+        let names: Vec<String> = partitions
+            .iter()
+            .map(|(t, p)| format!("{t}[{p}]"))
+            .collect();
+        tracing::info!(flow = %self.settings.flow, partitions = names.len(), revoked = %names.join(", "), lost, owned = self.book.len(), "partitions revoked from this instance");
     }
 
     /// New routes from discovery: owned partitions follow them (held while their topic is
-    /// not routed or the target lacks the partition). Returns the topics to subscribe to.
+    /// not routed or the target lacks the partition; a new target once their records in
+    /// flight are acked). Returns the topics to subscribe to.
     pub fn set_routes(&mut self, consumer: &Member, routes: Routes) -> Vec<String> {
-        let (mut pause, mut resume) = (Vec::new(), Vec::new());
-        for p in self.table.iter_mut() {
-            let route = routes.get(&*p.topic).filter(|r| p.partition < r.partitions);
-            p.target = routes.get(&*p.topic).map(|r| Arc::from(r.target.as_str()));
-            match (route.is_some(), &p.hold) {
-                (true, Hold::Waiting) => {
-                    p.hold = Hold::None;
-                    resume.push((p.topic.clone(), p.partition));
-                }
-                (false, Hold::None) => {
-                    p.hold = Hold::Waiting;
-                    pause.push((p.topic.clone(), p.partition));
-                }
-                _ => {}
-            }
-        }
-        if !pause.is_empty() {
-            let _ = consumer.pause(&tpl_of(&pause));
-        }
-        if !resume.is_empty() {
-            let _ = consumer.resume(&tpl_of(&resume));
-        }
-        self.routes = routes;
-        self.routes.keys().cloned().collect()
-    }
-
-    /// The partitions that are not held (what back-pressure pauses and resumes).
-    pub fn flowing(&self) -> TopicPartitionList {
-        let flowing: Vec<(Arc<str>, i32)> = self
-            .table
-            .iter()
-            .filter(|p| p.hold == Hold::None)
-            .map(|p| (p.topic.clone(), p.partition))
-            .collect();
-        tpl_of(&flowing)
+        let topics = self.book.set_routes(routes);
+        self.apply(consumer);
+        topics
     }
 
     /// The progress of every partition that moved since the last commit, to be committed
     /// (by the committer; the outcome comes back through [`Self::committed`]).
     pub fn take_commits(&mut self) -> Option<TopicPartitionList> {
-        let mut tpl = TopicPartitionList::new();
-        for p in self.table.iter_mut() {
-            if let Some(at) = p.progress.take_commit() {
-                let _ = tpl.add_partition_offset(&p.topic, p.partition, Offset::Offset(at));
-            }
-        }
-        (tpl.count() > 0).then_some(tpl)
+        let commits = self.book.take_commits();
+        (!commits.is_empty()).then(|| offsets_tpl(&commits))
     }
 
-    fn commit_failed(&mut self, tpl: &TopicPartitionList, error: &str) {
-        for e in tpl.elements() {
-            if let (Some(p), Some(at)) = (
-                self.table.get_by_name_mut(e.topic(), e.partition()),
-                e.offset().to_raw(),
-            ) {
-                p.progress.commit_failed(at);
-            }
-        }
-        self.telemetry.add(Counter::CommitFailures, 1);
-        self.telemetry
-            .note_error("store progress", "commit", &error);
-        let error = error.to_string();
-        self.telemetry.update(|s| s.commit_failing = Some(error));
-    }
-
-    /// Outcomes of asynchronous commits: failures are retried with the next commit.
+    /// Outcomes of commits: failures are retried with the next commit.
     pub fn committed(&mut self, outcomes: Vec<CommitOutcome>) {
         for o in outcomes {
-            let failed: Vec<&(String, i32, i64, Option<String>)> = o
-                .partitions
-                .iter()
-                .filter(|p| o.error.is_some() || p.3.is_some())
-                .collect();
-            if failed.is_empty() {
-                self.telemetry.update(|s| {
+            let mut failure = o.error.clone();
+            for (t, p, at, error) in &o.partitions {
+                let stored = o.error.is_none() && error.is_none();
+                self.book.commit_result(t, *p, *at, stored);
+                if failure.is_none() {
+                    failure.clone_from(error);
+                }
+            }
+            match failure {
+                None => self.telemetry.update(|s| {
                     s.last_commit_ms = Some(now_ms());
                     s.commit_failing = None;
-                });
-                continue;
+                }),
+                Some(why) => {
+                    self.telemetry.add(Counter::CommitFailures, 1);
+                    self.telemetry.note_error("store progress", "commit", &why);
+                    self.telemetry.update(|s| s.commit_failing = Some(why));
+                }
             }
-            let mut tpl = TopicPartitionList::new();
-            for (t, p, at, _) in &failed {
-                let _ = tpl.add_partition_offset(t, *p, Offset::Offset(*at));
-            }
-            let why = o
-                .error
-                .clone()
-                .or_else(|| failed.iter().find_map(|p| p.3.clone()))
-                .unwrap_or_default();
-            self.commit_failed(&tpl, &why);
         }
     }
 
-    /// Every flush interval: delayed syncs, retries of paused partitions, status.
+    /// Every flush interval: delayed syncs, retries, status.
     pub fn tick(&mut self, consumer: &Member, now: Instant) {
         self.telemetry
             .add(Counter::Records, std::mem::take(&mut self.records));
         self.telemetry
             .add(Counter::Bytes, std::mem::take(&mut self.bytes));
         self.syncs.flush_delayed();
-        self.retry_paused(consumer, now);
+        self.book.tick(now);
+        self.apply(consumer);
         self.publish_status(consumer, now);
     }
+}
 
-    fn retry_paused(&mut self, consumer: &Member, now: Instant) {
-        for p in self.table.iter_mut() {
-            let Hold::Unproducible { retry_at, .. } = &p.hold else {
-                continue;
-            };
-            if *retry_at > now {
-                continue;
-            }
-            let Some(at) = p.progress.unblock() else {
-                continue; // abandoned records still in flight
-            };
-            p.hold = Hold::None;
-            let tp = tpl_of(&[(p.topic.clone(), p.partition)]);
-            let seeked = consumer.seek(&p.topic, p.partition, Offset::Offset(at), Duration::ZERO);
-            if let Err(e) = seeked.and_then(|()| consumer.resume(&tp)) {
-                self.telemetry
-                    .note_error("resume a paused partition", "kafka", &e);
-            }
-            tracing::info!(flow = %self.settings.flow, topic = %p.topic, partition = p.partition, offset = at, "retrying the record the target did not take");
-        }
+fn offsets_tpl(commits: &[(Arc<str>, i32, i64)]) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::new();
+    for (t, p, at) in commits {
+        let _ = tpl.add_partition_offset(t, *p, Offset::Offset(*at));
     }
-
-    fn publish_status(&mut self, consumer: &Member, now: Instant) {
-        let mut partitions: BTreeMap<String, BTreeMap<i32, PartitionStatus>> = BTreeMap::new();
-        let mut oldest: Option<Instant> = None;
-        for p in self.table.iter() {
-            let position = p.progress.committable();
-            let end = cached_watermarks(consumer.client(), &p.topic, p.partition).map(|(_, h)| h);
-            if let Some(sent) = p.progress.oldest_sent() {
-                oldest = Some(oldest.map_or(sent, |o| o.min(sent)));
-            }
-            let (state, paused) = match &p.hold {
-                Hold::None => ("mirroring", None),
-                Hold::Waiting => ("waiting", None),
-                Hold::Unproducible { paused, .. } => ("paused", Some(paused.clone())),
-            };
-            let status = PartitionStatus {
-                position,
-                end,
-                lag: end.zip(position).map(|(e, pos)| (e - pos).max(0)),
-                in_flight: p.progress.in_flight(),
-                state,
-                paused,
-            };
-            partitions
-                .entry(p.topic.to_string())
-                .or_default()
-                .insert(p.partition, status);
-        }
-        let member = MemberStatus {
-            partitions,
-            oldest_unacked_ms: oldest.map(|o| now.saturating_duration_since(o).as_millis() as i64),
-            rebalances: self.rebalances,
-            generation: group_generation(consumer),
-        };
-        let index = self.settings.member;
-        self.telemetry.update(|s| {
-            s.publish_member(index, Some(member));
-            s.replicator_restarting = None;
-        });
-    }
-
-    /// A graceful stop: waits until `deadline` for the records in flight and the offset
-    /// syncs; returns the progress to commit.
-    pub fn drain(&mut self, consumer: &Member, deadline: Instant) -> Option<TopicPartitionList> {
-        while self.in_flight > 0 && Instant::now() < deadline {
-            self.poll_producer(consumer, Duration::from_millis(20));
-        }
-        if self.in_flight > 0 {
-            tracing::warn!(flow = %self.settings.flow, in_flight = self.in_flight, "records still in flight at the stop deadline; they will be mirrored again after a restart");
-        }
-        self.syncs
-            .drain(deadline.saturating_duration_since(Instant::now()));
-        self.telemetry
-            .add(Counter::Records, std::mem::take(&mut self.records));
-        self.telemetry
-            .add(Counter::Bytes, std::mem::take(&mut self.bytes));
-        self.take_commits()
-    }
+    tpl
 }

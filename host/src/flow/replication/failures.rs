@@ -3,7 +3,10 @@
 //! The data producer never times a record out (`message.timeout.ms = 0`), so librdkafka
 //! retries every retriable error (a broker down, a leader change, a full broker) until it
 //! succeeds; a delivery report with an error therefore means the target will never take
-//! that record as it is. A full local queue is back-pressure, not a failure.
+//! that record as it is — except that its metadata may be stale: a target partition (or
+//! topic) it does not know yet is tried again once the metadata is refreshed. A full local
+//! queue is back-pressure, not a failure. Records are purged only when the producer failed
+//! fatally (librdkafka purges its whole queue then); a purged record is not done.
 
 use rdkafka::error::RDKafkaErrorCode as Code;
 
@@ -12,10 +15,11 @@ use rdkafka::error::RDKafkaErrorCode as Code;
 pub enum Failure {
     /// Wait and try the same record again (the local queue is full).
     Backpressure,
-    /// The record was purged by a shutdown or a partition handover: not a failure.
-    Purged,
+    /// Not produced now (purged after a fatal error, a partition or topic the producer's
+    /// metadata does not show yet): tried again from this record shortly.
+    Transient(String),
     /// This record cannot be produced to this target partition (too large, rejected,
-    /// not authorized, no such partition): only its partition is affected.
+    /// not authorized): only its partition is affected.
     Unproducible(String),
     /// The producer itself is unusable: the replicator restarts from stored progress.
     Fatal(String),
@@ -25,7 +29,14 @@ pub enum Failure {
 pub fn classify(code: Code, sync: bool) -> Failure {
     match code {
         Code::QueueFull if sync => Failure::Backpressure,
-        Code::PurgeQueue | Code::PurgeInflight => Failure::Purged,
+        Code::PurgeQueue | Code::PurgeInflight => {
+            Failure::Transient(format!("{code} (the producer was reset)"))
+        }
+        Code::UnknownPartition | Code::UnknownTopic | Code::UnknownTopicOrPartition => {
+            Failure::Transient(format!(
+                "{code} (the producer does not know this target partition yet; retried after a metadata refresh)"
+            ))
+        }
         Code::Fatal
         | Code::OutOfOrderSequenceNumber
         | Code::InvalidProducerEpoch
@@ -38,15 +49,25 @@ pub fn classify(code: Code, sync: bool) -> Failure {
         Code::TopicAuthorizationFailed => Failure::Unproducible(format!(
             "{code} (the target topic denies writes to kmirror's principal)"
         )),
-        Code::UnknownPartition => Failure::Unproducible(format!(
-            "{code} (the target topic has fewer partitions than the source)"
-        )),
         // Everything else librdkafka gives up on is about this record or this partition.
         _ => Failure::Unproducible(code.to_string()),
     }
 }
 
 pub use crate::config::OnUnproducible;
+
+impl Failure {
+    /// What the refusal means to the book; `None` for back-pressure (offer it again).
+    pub fn refusal(self) -> Option<super::book::Refusal> {
+        use super::book::Refusal;
+        match self {
+            Failure::Backpressure => None,
+            Failure::Transient(r) => Some(Refusal::Transient(r)),
+            Failure::Unproducible(r) => Some(Refusal::Unproducible(r)),
+            Failure::Fatal(r) => Some(Refusal::Fatal(r)),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -67,7 +88,6 @@ mod tests {
             Code::MessageSizeTooLarge,
             Code::InvalidRecord,
             Code::TopicAuthorizationFailed,
-            Code::UnknownPartition,
             Code::InvalidTimestamp,
             Code::PolicyViolation,
             Code::MessageBatchTooLarge,
@@ -87,7 +107,20 @@ mod tests {
                 "{code:?}"
             );
         }
-        assert_eq!(classify(Code::PurgeInflight, false), Failure::Purged);
+        for code in [
+            Code::PurgeInflight,
+            Code::UnknownPartition,
+            Code::UnknownTopic,
+        ] {
+            assert!(
+                matches!(classify(code, false), Failure::Transient(_)),
+                "{code:?}: tried again, never skipped or paused for good"
+            );
+            assert!(
+                matches!(classify(code, true), Failure::Transient(_)),
+                "{code:?}"
+            );
+        }
         let Failure::Unproducible(why) = classify(Code::MessageSizeTooLarge, true) else {
             panic!()
         };

@@ -16,18 +16,43 @@
 //! skipped (`"skip"`). Retriable errors are retried by librdkafka without end; memory
 //! stays bounded by a record limit and the producer's queue.
 //!
-//! - `worker`: the thread and its loop; `core`: the state and rules it shares with the
-//!   group callbacks (`contexts`); `table`: owned partitions; [`progress`]: one partition's
-//!   progress (pure); [`failures`]: what a produce error means (pure).
+//! - `worker`: the thread and its loop; `core`: the shell it shares with the group
+//!   callbacks (`contexts`), applying what the [`book`] decides — the owned partitions,
+//!   whether each flows, their progress, as a pure state machine — to librdkafka;
+//!   `status`: what a task reports; `table`: owned partitions; [`progress`]: one
+//!   partition's progress (pure); [`failures`]: what a produce error means (pure);
+//!   [`leave`]: the order the tasks leave the group in at a graceful stop.
 
+pub mod book;
 mod contexts;
 mod core;
 pub mod failures;
+pub mod leave;
 pub mod progress;
+mod status;
 mod table;
 mod worker;
 
 pub use failures::OnUnproducible;
+
+/// What an instance's replication tasks of one flow share.
+#[derive(Debug, Clone)]
+pub struct TaskShared {
+    /// What they mirrored of partitions whose assignment was lost.
+    pub orphans: Arc<std::sync::Mutex<book::Orphans>>,
+    /// The order they leave the group in at a graceful stop.
+    pub leave: Arc<leave::LeaveOrder>,
+}
+
+impl TaskShared {
+    /// For tasks whose graceful stop may wait up to `stop_bound` for their turn to leave.
+    pub fn new(stop_bound: Duration) -> Self {
+        TaskShared {
+            orphans: Arc::default(),
+            leave: Arc::new(leave::LeaveOrder::new(stop_bound)),
+        }
+    }
+}
 
 use super::Routes;
 use super::telemetry::FlowTelemetry;
@@ -135,6 +160,7 @@ pub async fn run(
     routes: watch::Receiver<Routes>,
     shutdown: CancellationToken,
     telemetry: Arc<FlowTelemetry>,
+    shared: TaskShared,
 ) -> Result<(), ReplicateError> {
     let [source, target, syncs_cluster] = clusters;
     let ctx = WorkerContext {
@@ -146,6 +172,8 @@ pub async fn run(
         shutdown,
         telemetry,
         session: session_id(),
+        orphans: shared.orphans,
+        leave: shared.leave,
     };
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let name = format!("kmirror-replicate-{}", ctx.settings.flow);
@@ -171,8 +199,13 @@ pub async fn run_restarting(
     routes: watch::Receiver<Routes>,
     shutdown: CancellationToken,
     telemetry: Arc<FlowTelemetry>,
+    shared: TaskShared,
 ) {
     let mut backoff = Duration::from_millis(500);
+    // A task that ends outside the group holds no other task's turn to leave.
+    let leave = shared.leave.clone();
+    let member = settings.member;
+    let _left = scopeguard(move || leave.left(member, None));
     loop {
         let run = run(
             clusters.clone(),
@@ -180,6 +213,7 @@ pub async fn run_restarting(
             routes.clone(),
             shutdown.clone(),
             telemetry.clone(),
+            shared.clone(),
         );
         let started = std::time::Instant::now();
         match run.await {
@@ -199,4 +233,17 @@ pub async fn run_restarting(
         }
         backoff = (backoff * 2).min(Duration::from_secs(30));
     }
+}
+
+/// Runs `f` when dropped.
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
 }

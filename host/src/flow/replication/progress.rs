@@ -31,6 +31,8 @@ pub struct Progress {
     blocked: Option<i64>,
     /// The offset last committed (or being committed).
     committed: Option<i64>,
+    /// The offset last confirmed stored.
+    stored: Option<i64>,
 }
 
 impl Progress {
@@ -59,6 +61,11 @@ impl Progress {
     /// [`Self::unblock`].
     pub fn block(&mut self, upstream: i64) {
         self.blocked = Some(self.blocked.map_or(upstream, |b| b.min(upstream)));
+    }
+
+    /// The offset after the last record sent or skipped (`None` before the first).
+    pub fn next(&self) -> Option<i64> {
+        self.next
     }
 
     /// The offset the partition is blocked at.
@@ -116,9 +123,33 @@ impl Progress {
         }
     }
 
-    /// The offset last committed.
+    /// The offset last committed (or being committed).
     pub fn committed(&self) -> Option<i64> {
         self.committed
+    }
+
+    /// A commit of `offset` was confirmed.
+    pub fn commit_succeeded(&mut self, offset: i64) {
+        self.stored = Some(self.stored.map_or(offset, |s| s.max(offset)));
+    }
+
+    /// The offset last confirmed stored.
+    pub fn stored(&self) -> Option<i64> {
+        self.stored
+    }
+
+    /// Whether progress moved past what is confirmed stored.
+    pub fn unstored(&self) -> bool {
+        self.committable()
+            .is_some_and(|at| self.stored.is_none_or(|s| s < at))
+    }
+
+    /// Nothing was sent yet and nothing below `at` needs mirroring (it is known to be on
+    /// the target): the partition starts at `at`.
+    pub fn start_at(&mut self, at: i64) {
+        if self.in_flight.is_empty() {
+            self.next = Some(self.next.map_or(at, |n| n.max(at)));
+        }
     }
 }
 

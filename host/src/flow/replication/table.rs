@@ -2,6 +2,7 @@
 //! with one lookup by topic name and an index, and each delivery report finds it by the
 //! slot number it carries. A slot's generation changes whenever it is reused, so a late
 //! report for a partition that was handed over is recognised and ignored.
+//! A partition whose target changes gets a new key the same way ([`Table::rekey`]).
 
 use super::progress::Progress;
 use crate::flow::telemetry::Paused;
@@ -13,24 +14,18 @@ use std::time::Instant;
 /// its offset syncs (never reused).
 pub type SlotKey = u64;
 
-/// Why a partition is not being mirrored right now.
+/// A record the target will not take, at which the partition stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Hold {
-    /// Mirroring.
-    None,
-    /// The target will not take the record at `paused.offset`; retried at `retry_at`.
-    Unproducible {
-        /// What and since when.
-        paused: Paused,
-        /// When the record is tried again.
-        retry_at: Instant,
-    },
-    /// The target topic has fewer partitions than this one's number (or the topic is no
-    /// longer routed): waits for discovery.
-    Waiting,
+pub struct Stopped {
+    /// What and since when.
+    pub paused: Paused,
+    /// When the record is tried again.
+    pub retry_at: Instant,
 }
 
-/// One source partition owned by the replicator.
+/// One source partition owned by the replicator. Whether it flows is decided from its
+/// fields by [`super::book::Book`]: it flows when it is routed, not stopped at a record,
+/// not waiting to retry, not draining towards a new target and the target has room.
 #[derive(Debug)]
 pub struct Partition {
     /// Its key.
@@ -39,12 +34,52 @@ pub struct Partition {
     pub topic: Arc<str>,
     /// The partition number (the same on the target).
     pub partition: i32,
-    /// The target topic it is mirrored to, while routed.
+    /// Where its records in flight went (and where the next ones go while it is routed
+    /// there).
     pub target: Option<Arc<str>>,
+    /// Where discovery routes it now; `None`: not routed (its topic is not mirrored, or the
+    /// target topic lacks this partition).
+    pub route: Option<Arc<str>>,
     /// What it did.
     pub progress: Progress,
-    /// Why it is not mirrored right now.
-    pub hold: Hold,
+    /// Stopped at a record the target will not take (`on_unproducible = "pause"`).
+    pub stopped: Option<Stopped>,
+    /// Waiting to try a record again after a transient refusal (a target partition the
+    /// producer does not know yet, purged records): when, and why.
+    pub retry: Option<(Instant, String)>,
+    /// Whether the consumer has the partition paused (as far as the book asked it).
+    pub paused: bool,
+    /// The source offset the consumer must read from again when the partition flows: the
+    /// first record it handed out that was not taken.
+    pub rewind: Option<i64>,
+    /// Progress this instance is known to have mirrored before the assignment was lost:
+    /// the first record below it is skipped forward to it.
+    pub floor: Option<i64>,
+    /// The consumer-group generation the partition was assigned in (its offset syncs'
+    /// owner generation).
+    pub generation: i32,
+    /// Since when its progress has moved without being stored.
+    pub unstored_since: Option<Instant>,
+}
+
+impl Partition {
+    fn new(key: SlotKey, topic: &str, partition: i32) -> Self {
+        Partition {
+            key,
+            topic: topic.into(),
+            partition,
+            target: None,
+            route: None,
+            progress: Progress::new(),
+            stopped: None,
+            retry: None,
+            paused: false,
+            rewind: None,
+            floor: None,
+            generation: -1,
+            unstored_since: None,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -67,7 +102,7 @@ fn split(key: SlotKey) -> (u32, u32) {
 
 impl Table {
     /// Adds a partition; returns its key (an existing one's if it is already owned).
-    pub fn insert(&mut self, topic: &str, partition: i32, target: Option<Arc<str>>) -> SlotKey {
+    pub fn insert(&mut self, topic: &str, partition: i32) -> SlotKey {
         if let Some(p) = self.get_by_name_mut(topic, partition) {
             return p.key;
         }
@@ -78,14 +113,7 @@ impl Table {
         let slot = &mut self.slots[index as usize];
         slot.generation = slot.generation.wrapping_add(1);
         let key = u64::from(index) | (u64::from(slot.generation) << 32);
-        slot.partition = Some(Partition {
-            key,
-            topic: topic.into(),
-            partition,
-            target,
-            progress: Progress::new(),
-            hold: Hold::None,
-        });
+        slot.partition = Some(Partition::new(key, topic, partition));
         let by = self.by_topic.entry(topic.to_string()).or_default();
         let at = usize::try_from(partition).unwrap_or(0);
         if by.len() <= at {
@@ -104,6 +132,22 @@ impl Table {
         }
         self.free.push(index);
         self.slots[index as usize].partition.take()
+    }
+
+    /// Gives the partition with `key` a new key (a new generation of its slot), so reports
+    /// and offset syncs of the old one are told apart; returns the new key.
+    pub fn rekey(&mut self, key: SlotKey) -> Option<SlotKey> {
+        let (index, generation) = split(key);
+        let slot = self.slots.get_mut(index as usize)?;
+        if slot.generation != generation {
+            return None;
+        }
+        slot.generation = slot.generation.wrapping_add(1);
+        let new = u64::from(index) | (u64::from(slot.generation) << 32);
+        if let Some(p) = slot.partition.as_mut() {
+            p.key = new;
+        }
+        Some(new)
     }
 
     /// The partition a record of `topic`/`partition` belongs to.
@@ -148,9 +192,9 @@ mod tests {
     #[test]
     fn a_reused_slot_does_not_answer_to_the_old_key() {
         let mut t = Table::default();
-        let a = t.insert("orders", 3, None);
+        let a = t.insert("orders", 3);
         assert_eq!(
-            t.insert("orders", 3, None),
+            t.insert("orders", 3),
             a,
             "inserting twice keeps the partition"
         );
@@ -158,7 +202,7 @@ mod tests {
         assert!(t.get_by_name_mut("orders", 2).is_none());
         assert!(t.remove("orders", 3).is_some());
         assert_eq!(t.len(), 0);
-        let b = t.insert("payments", 0, None);
+        let b = t.insert("payments", 0);
         assert_ne!(a, b, "same slot, new generation");
         assert!(
             t.get_mut(a).is_none(),
@@ -166,5 +210,8 @@ mod tests {
         );
         assert_eq!(t.get_mut(b).map(|p| p.partition), Some(0));
         assert_eq!(t.len(), 1);
+        let c = t.rekey(b).expect("owned");
+        assert!(t.get_mut(b).is_none(), "the old key no longer answers");
+        assert_eq!(t.get_mut(c).map(|p| p.key), Some(c));
     }
 }

@@ -1,24 +1,29 @@
 //! The replicator's thread: one loop over the group member's `poll` and the target
 //! producer's delivery reports, without a future or an allocation per record. A full
-//! producer queue is waited out briefly with the record held; if it lasts, the flowing
-//! partitions are paused so the group membership keeps being served, and resumed when
-//! there is room again. A graceful stop is bounded by the drain timeout.
+//! producer queue is waited out briefly with the record held; if it lasts, the record is
+//! declined (its partition reads it again later) and the flowing partitions are paused
+//! (back-pressure) so the group membership keeps being served; they resume when there is
+//! room again. A graceful stop waits for this task's turn to leave the group
+//! ([`LeaveOrder`]), then drains, bounded by the drain timeout.
 
 use super::ReplicateError;
 use super::ReplicatorSettings;
+use super::book::Orphans;
 use super::contexts::{Deliveries, Membership};
-use super::core::{Core, Forwarded, Member};
+use super::core::{Core, Forwarded, Member, Shared};
+use super::leave::LeaveOrder;
 use crate::config::StartOffset;
 use crate::flow::Routes;
 use crate::flow::offset_syncs::OffsetSyncWriter;
 use crate::flow::offset_syncs::sender::SyncSender;
 use crate::flow::telemetry::FlowTelemetry;
 use crate::kafka::Cluster;
+use crate::kafka::clients::group_generation;
 use rdkafka::TopicPartitionList;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::message::BorrowedMessage;
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +34,8 @@ const POLL: Duration = Duration::from_millis(50);
 const HOLD_BEFORE_PAUSE: Duration = Duration::from_secs(2);
 /// Delivery reports are served at least every this many records.
 const REPORTS_EVERY: u32 = 256;
+/// The producer's local queue, in records.
+pub const PRODUCER_QUEUE: usize = 100_000;
 
 /// What one replicator run works with.
 pub struct WorkerContext {
@@ -48,6 +55,10 @@ pub struct WorkerContext {
     pub telemetry: Arc<FlowTelemetry>,
     /// This run's offset-sync session.
     pub session: u64,
+    /// What the instance's tasks mirrored of partitions whose assignment was lost.
+    pub orphans: Arc<Mutex<Orphans>>,
+    /// The order in which the instance's tasks leave the group at a graceful stop.
+    pub leave: Arc<LeaveOrder>,
 }
 
 /// Commits progress through the group member on its own thread, one commit at a time, so
@@ -56,6 +67,7 @@ pub struct WorkerContext {
 struct Committer {
     tx: Option<mpsc::Sender<TopicPartitionList>>,
     busy: Arc<Busy>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// Whether a commit is running, and a signal when one ends.
@@ -89,11 +101,28 @@ impl Committer {
                 }
             });
         match spawned {
-            Ok(_) => Committer { tx: Some(tx), busy },
+            Ok(thread) => Committer {
+                tx: Some(tx),
+                busy,
+                thread: Some(thread),
+            },
             Err(e) => {
                 tracing::error!(flow, error = %e, "cannot start the committer thread; progress is stored at the stop only");
-                Committer { tx: None, busy }
+                Committer {
+                    tx: None,
+                    busy,
+                    thread: None,
+                }
             }
+        }
+    }
+
+    /// Ends the committer thread (after the commit it runs, if any), releasing its handle
+    /// of the group member.
+    fn finish(mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 
@@ -141,11 +170,7 @@ impl WorkerContext {
     }
 }
 
-fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
-    core.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn member(ctx: &WorkerContext, core: Arc<Mutex<Core>>) -> Result<Member, ReplicateError> {
+fn member(ctx: &WorkerContext, core: Arc<Shared>) -> Result<Member, ReplicateError> {
     let s = &ctx.settings;
     let session = s.session_timeout.as_millis().max(1000);
     let (session_ms, heartbeat_ms) = (session.to_string(), (session / 3).to_string());
@@ -177,7 +202,7 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     let s = &ctx.settings;
     let producer = ctx.target.threaded_producer(
         &[
-            ("queue.buffering.max.messages", "100000"),
+            ("queue.buffering.max.messages", "100000"), // PRODUCER_QUEUE
             ("queue.buffering.max.kbytes", "65536"),
             // Never give up on a record: retriable errors are retried until they pass.
             ("message.timeout.ms", "0"),
@@ -190,12 +215,13 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
         &s.syncs_topic,
         ctx.telemetry.clone(),
     )?;
-    let core = Arc::new(Mutex::new(Core::new(
+    let core = Shared::new(Core::new(
         s.clone(),
         producer,
         syncs,
         ctx.telemetry.clone(),
-    )));
+        ctx.orphans.clone(),
+    ));
     let consumer = Arc::new(member(&ctx, core.clone())?);
     let committer = Committer::start(consumer.clone(), &ctx.settings.flow);
     let flush = s.flush_interval;
@@ -205,37 +231,52 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     resubscribe(&consumer, &core, initial, &mut subscribed, &ctx)?;
 
     let mut held: Option<(BorrowedMessage<'_>, Instant)> = None;
-    let mut paused_all = false;
     let mut since_reports = 0u32;
     let mut next_tick = Instant::now() + flush;
+    let mut stopping: Option<Instant> = None;
     loop {
         if ctx.shutdown.is_cancelled() {
-            break;
+            // Keep mirroring until this task's turn to leave (see `LeaveOrder`).
+            let since = *stopping.get_or_insert_with(Instant::now);
+            let generation = group_generation(&consumer);
+            if ctx
+                .leave
+                .may_leave(ctx.settings.member, generation, since.elapsed())
+            {
+                break;
+            }
         }
         if ctx.routes.has_changed().unwrap_or(false) {
             let routes = ctx.routes.borrow_and_update().clone();
             resubscribe(&consumer, &core, routes, &mut subscribed, &ctx)?;
         }
-        // While a record is held, the consumer is polled only once its partitions are
-        // paused (it would hand out the next record otherwise).
-        let polled = if held.is_none() || paused_all {
-            consumer.poll(if held.is_some() { Duration::ZERO } else { POLL })
+        // While a record waits for room, the consumer is not polled (it would hand out the
+        // next record): only delivery reports are served, for at most HOLD_BEFORE_PAUSE.
+        let polled = if held.is_none() {
+            consumer.poll(POLL)
         } else {
             None
         };
         let now = Instant::now();
-        let mut c = lock(&core);
+        let mut c = core.lock();
         c.committed(consumer.context().take_commits());
         if let Some((msg, since)) = held.take() {
             if c.forward(&consumer, &msg, now) == Forwarded::Full {
-                held = Some((msg, since));
+                if since.elapsed() >= HOLD_BEFORE_PAUSE {
+                    // It lasts: the record is read again later, and nothing flows until
+                    // there is room.
+                    c.decline(&consumer, &msg);
+                    c.set_backpressure(&consumer, true);
+                } else {
+                    held = Some((msg, since));
+                }
             }
         }
         match polled {
             Some(Ok(msg)) => {
                 since_reports += 1;
-                if held.is_some() || c.forward(&consumer, &msg, now) == Forwarded::Full {
-                    held = held.or(Some((msg, now)));
+                if c.forward(&consumer, &msg, now) == Forwarded::Full {
+                    held = Some((msg, now));
                 }
             }
             Some(Err(e)) => ctx.telemetry.note_error("consume", "kafka", &e),
@@ -247,23 +288,15 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
                 message: reason,
             });
         }
-        match &held {
-            Some((_, since)) => {
-                c.poll_producer(&consumer, Duration::from_millis(10));
-                if !paused_all && since.elapsed() >= HOLD_BEFORE_PAUSE {
-                    let _ = consumer.pause(&c.flowing());
-                    paused_all = true;
-                }
+        if held.is_some() {
+            c.poll_producer(&consumer, Duration::from_millis(10));
+        } else {
+            if c.backpressure() && c.has_room() {
+                c.set_backpressure(&consumer, false);
             }
-            None => {
-                if paused_all {
-                    let _ = consumer.resume(&c.flowing());
-                    paused_all = false;
-                }
-                if since_reports >= REPORTS_EVERY {
-                    c.poll_producer(&consumer, Duration::ZERO);
-                    since_reports = 0;
-                }
+            if since_reports >= REPORTS_EVERY || c.backpressure() {
+                c.poll_producer(&consumer, Duration::ZERO);
+                since_reports = 0;
             }
         }
         if now >= next_tick {
@@ -277,11 +310,19 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
             ctx.telemetry.tick(ctx.loop_name(), flush);
         }
     }
-    drop(held);
+    if let Some((msg, _)) = held.take() {
+        core.lock().decline(&consumer, &msg);
+    }
     stop(&consumer, &core, &committer, drain_timeout);
     ctx.telemetry.loop_ended(ctx.loop_name());
     let member = ctx.settings.member;
     ctx.telemetry.update(|s| s.publish_member(member, None));
+    // Leave the group now (the consumer closes when its last handle goes), then let the
+    // next task take its turn.
+    let generation = group_generation(&consumer);
+    committer.finish();
+    drop(consumer);
+    ctx.leave.left(member, generation);
     Ok(())
 }
 
@@ -289,12 +330,12 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
 /// routed topics.
 fn resubscribe(
     consumer: &Member,
-    core: &Mutex<Core>,
+    core: &Shared,
     routes: Routes,
     subscribed: &mut Vec<String>,
     ctx: &WorkerContext,
 ) -> Result<(), ReplicateError> {
-    let topics = lock(core).set_routes(consumer, routes);
+    let topics = core.lock().set_routes(consumer, routes);
     if topics == *subscribed {
         return Ok(());
     }
@@ -317,9 +358,9 @@ fn resubscribe(
 
 /// The graceful stop: nothing new is forwarded; in-flight records and syncs are awaited
 /// and progress committed, all within `timeout`; then the group is left.
-fn stop(consumer: &Member, core: &Mutex<Core>, committer: &Committer, timeout: Duration) {
+fn stop(consumer: &Member, core: &Shared, committer: &Committer, timeout: Duration) {
     let deadline = Instant::now() + timeout;
-    let pending = lock(core).drain(consumer, deadline);
+    let pending = core.lock().drain(consumer, deadline);
     // A commit still running finishes first; then the last one.
     committer.wait_idle(deadline);
     let Some(tpl) = pending else {
@@ -328,7 +369,7 @@ fn stop(consumer: &Member, core: &Mutex<Core>, committer: &Committer, timeout: D
     // Not-yet-confirmed commits from the loop are resent with the final positions.
     committer.commit(tpl);
     let confirmed = committer.wait_idle(deadline);
-    lock(core).committed(consumer.context().take_commits());
+    core.lock().committed(consumer.context().take_commits());
     if !confirmed {
         tracing::warn!("progress commit not confirmed before the stop deadline");
     }

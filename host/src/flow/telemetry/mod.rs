@@ -38,6 +38,8 @@ pub enum Counter {
     ActiveTargetGroupsSkipped,
     /// Malformed records skipped on the offset-syncs topic.
     MalformedOffsetSyncs,
+    /// Late offset syncs of a replicator that no longer owned the partition, refused.
+    StaleOffsetSyncs,
     /// Records the target would not take that were skipped (`on_unproducible = "skip"`).
     UnproducibleSkipped,
     /// Times a partition was paused at a record the target would not take.
@@ -54,7 +56,7 @@ pub enum Counter {
 
 impl Counter {
     /// Every counter, in the order they are shown.
-    pub const ALL: [Counter; 15] = [
+    pub const ALL: [Counter; 16] = [
         Counter::Records,
         Counter::Bytes,
         Counter::OffsetSyncs,
@@ -64,6 +66,7 @@ impl Counter {
         Counter::GroupOffsetSyncs,
         Counter::ActiveTargetGroupsSkipped,
         Counter::MalformedOffsetSyncs,
+        Counter::StaleOffsetSyncs,
         Counter::UnproducibleSkipped,
         Counter::UnproduciblePaused,
         Counter::CommitFailures,
@@ -84,6 +87,7 @@ impl Counter {
             Counter::GroupOffsetSyncs => "group_offset_syncs",
             Counter::ActiveTargetGroupsSkipped => "active_target_groups_skipped",
             Counter::MalformedOffsetSyncs => "malformed_offset_syncs",
+            Counter::StaleOffsetSyncs => "stale_offset_syncs",
             Counter::UnproducibleSkipped => "unproducible_skipped",
             Counter::UnproduciblePaused => "unproducible_paused",
             Counter::CommitFailures => "commit_failures",
@@ -110,6 +114,9 @@ impl Counter {
             }
             Counter::MalformedOffsetSyncs => {
                 "Offset-sync records skipped as malformed or impossible"
+            }
+            Counter::StaleOffsetSyncs => {
+                "Late offset syncs of a replicator that no longer owned the partition, refused"
             }
             Counter::UnproducibleSkipped => "Records the target would not take, skipped",
             Counter::UnproduciblePaused => {

@@ -37,11 +37,15 @@ pub struct PartitionStatus {
     pub lag: Option<i64>,
     /// Records sent and not yet acked by the target.
     pub in_flight: usize,
-    /// `mirroring`, `paused` (a record the target will not take) or `waiting` (the target
-    /// topic has fewer partitions).
+    /// `mirroring`, `paused` (a record the target will not take), `waiting` (not routed:
+    /// the target topic lacks the partition, or the topic is no longer mirrored),
+    /// `retrying` (a transient refusal, tried again in a second) or `switching` (its records
+    /// in flight to its previous target topic are awaited).
     pub state: &'static str,
     /// Why the partition is paused.
     pub paused: Option<Paused>,
+    /// How long its progress has moved without being stored, in ms (`None`: stored).
+    pub unstored_ms: Option<i64>,
 }
 
 /// What one replication task of this instance (one group member) reports.
@@ -253,6 +257,7 @@ mod tests {
                     reason: "too large".into(),
                     since_ms: 0,
                 }),
+                unstored_ms: None,
             },
         );
         s.replicator_restarting = Some("producer fenced".into());

@@ -15,7 +15,7 @@ fn sync(up: i64, down: i64) -> OffsetSync {
 }
 
 fn marked(session: u64, seq: u64) -> Option<SyncMarker> {
-    Some(SyncMarker { session, seq })
+    Some(SyncMarker::new(session, seq))
 }
 
 #[test]

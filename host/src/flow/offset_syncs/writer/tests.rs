@@ -25,7 +25,7 @@ fn first_record_emits() {
             key: tp(),
             upstream: 5,
             downstream: 0,
-            marker: SyncMarker { session: 7, seq: 0 },
+            marker: SyncMarker::new(7, 0),
         }
     );
     assert!(!w.has_pending());
@@ -173,10 +173,7 @@ fn a_full_queue_drops_the_oldest_and_leaves_a_sequence_hole() {
 
 #[test]
 fn markers_round_trip() {
-    let m = SyncMarker {
-        session: 0xdead_beef,
-        seq: 42,
-    };
+    let m = SyncMarker::new(0xdead_beef, 42);
     assert_eq!(SyncMarker::decode(m.encode().as_bytes()), Some(m));
     assert_eq!(SyncMarker::decode(b"nope"), None);
     assert_eq!(SyncMarker::decode(b"zz:1"), None);

@@ -1,0 +1,658 @@
+//! The data plane's bookkeeping as a pure state machine: which partitions the replicator
+//! owns, where each one's records go, whether it flows, what its progress is, and what the
+//! consumer must be told (pause, resume, seek) so that **no record the consumer handed out
+//! is ever lost**: every record is either sent, skipped (`on_unproducible = "skip"`), or
+//! declined — and a declined record's partition is sought back to it before it flows
+//! again. The shell ([`super::core`]) applies the [`Effect`]s to librdkafka.
+//!
+//! A partition flows when it is routed, not stopped at a record the target will not take,
+//! not waiting to retry a transient refusal, not draining its records in flight towards a
+//! previous target, and the target has room. Every change of those goes through one
+//! function (`settle`), which pauses or resumes it, seeks it back to the first declined
+//! record, switches its target once its records in flight are acked (so delivery reports,
+//! matched in order per partition, never mix two target topics), and unblocks it once the
+//! records abandoned after a failed one have reported.
+
+use super::failures::OnUnproducible;
+use super::progress::InFlight;
+use super::table::{Partition, SlotKey, Stopped, Table};
+use crate::flow::Routes;
+use crate::flow::telemetry::{Paused, now_ms};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a transient refusal (a partition the producer does not know yet, purged
+/// records) waits before the record is tried again.
+pub const RETRY_TRANSIENT: Duration = Duration::from_secs(1);
+
+/// The book's limits.
+#[derive(Debug, Clone)]
+pub struct BookSettings {
+    /// Unacknowledged records at most.
+    pub max_in_flight: usize,
+    /// What happens to a record the target will not take.
+    pub on_unproducible: OnUnproducible,
+    /// How often a partition stopped at such a record tries it again.
+    pub retry_paused_every: Duration,
+}
+
+/// What the consumer (and the offset-sync sender) must be told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Stop fetching the partition.
+    Pause(Arc<str>, i32),
+    /// Fetch the partition again (from where it was sought to, if it was).
+    Resume(Arc<str>, i32),
+    /// Read the partition from this offset next.
+    Seek(Arc<str>, i32, i64),
+    /// A partition starts under `key` (its offset syncs are keyed by it).
+    Started {
+        /// The key.
+        key: SlotKey,
+        /// The source topic.
+        topic: Arc<str>,
+        /// The partition.
+        partition: i32,
+        /// The consumer-group generation it was assigned in.
+        generation: i32,
+    },
+    /// The partition's `key` ends (its last syncs are sent, then it is forgotten).
+    Retired(SlotKey),
+    /// The producer's metadata of this target topic is stale (it does not know a partition).
+    RefreshMetadata(Arc<str>),
+    /// A record the target will not take.
+    Unproducible {
+        /// Where.
+        topic: Arc<str>,
+        /// Partition.
+        partition: i32,
+        /// Its source offset.
+        offset: i64,
+        /// Why.
+        reason: String,
+        /// Skipped (`true`) or stopped at (`false`).
+        skipped: bool,
+    },
+    /// A stopped partition tries its record again.
+    Retrying(Arc<str>, i32, i64),
+}
+
+/// What to do with a record the consumer handed out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Offer {
+    /// Produce it to `partition` of `target`, with `key` as the delivery's opaque.
+    Send {
+        /// The partition's key.
+        key: SlotKey,
+        /// The target topic.
+        target: Arc<str>,
+        /// The target partition (the source's number).
+        partition: i32,
+    },
+    /// Not produced now: not this replicator's, already mirrored, or its partition does not
+    /// flow (then it is sought back to the record).
+    Declined,
+    /// No room: offer it again later (or [`Book::decline`] it).
+    Full,
+}
+
+/// Why the target refused a record, as the book needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// It will never take this record (`on_unproducible` decides).
+    Unproducible(String),
+    /// Not now: the record is tried again shortly (the partition waits meanwhile).
+    Transient(String),
+    /// The producer is unusable; the replicator restarts from stored progress.
+    Fatal(String),
+}
+
+/// An acked record, for offset syncs and latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ack {
+    /// The partition's key.
+    pub key: SlotKey,
+    /// The source offset.
+    pub upstream: i64,
+    /// The target offset.
+    pub downstream: i64,
+    /// The record's timestamp.
+    pub timestamp: Option<i64>,
+    /// Whether it counts (not abandoned after a failed record before it).
+    pub counts: bool,
+}
+
+/// Progress of partitions whose assignment was lost (a stalled or cut-off member): what
+/// this instance had mirrored, kept for a while so that if a partition comes back to one of
+/// its tasks before anyone stored further progress, it is not mirrored again.
+#[derive(Debug, Default)]
+pub struct Orphans {
+    known: HashMap<(Arc<str>, i32), (i64, Instant)>,
+}
+
+/// How long the progress of a lost partition is remembered.
+pub const ORPHAN_TTL: Duration = Duration::from_secs(600);
+
+impl Orphans {
+    /// Remembers that `topic`/`partition` was mirrored up to `offset`.
+    pub fn remember(&mut self, topic: Arc<str>, partition: i32, offset: i64, now: Instant) {
+        self.known
+            .retain(|_, (_, at)| now.duration_since(*at) < ORPHAN_TTL);
+        let e = self
+            .known
+            .entry((topic, partition))
+            .or_insert((offset, now));
+        *e = (e.0.max(offset), now);
+    }
+
+    /// Takes what is remembered of `topic`/`partition`.
+    pub fn take(&mut self, topic: &str, partition: i32, now: Instant) -> Option<i64> {
+        let key = (Arc::from(topic), partition);
+        let (offset, at) = self.known.remove(&key)?;
+        (now.duration_since(at) < ORPHAN_TTL).then_some(offset)
+    }
+}
+
+/// The bookkeeping of one replicator.
+#[derive(Debug)]
+pub struct Book {
+    settings: BookSettings,
+    table: Table,
+    routes: Routes,
+    in_flight: usize,
+    backpressure: bool,
+    effects: Vec<Effect>,
+    fatal: Option<String>,
+}
+
+fn first(a: Option<i64>, b: i64) -> Option<i64> {
+    Some(a.map_or(b, |a| a.min(b)))
+}
+
+impl Book {
+    /// An empty book.
+    pub fn new(settings: BookSettings) -> Self {
+        Book {
+            settings,
+            table: Table::default(),
+            routes: Routes::new(),
+            in_flight: 0,
+            backpressure: false,
+            effects: Vec::new(),
+            fatal: None,
+        }
+    }
+
+    /// What the consumer and the sync sender must be told since the last call.
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    /// Why the producer became unusable, once.
+    pub fn take_fatal(&mut self) -> Option<String> {
+        self.fatal.take()
+    }
+
+    /// Records in flight over all partitions.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Whether the target has no room (the flowing partitions are paused).
+    pub fn backpressure(&self) -> bool {
+        self.backpressure
+    }
+
+    /// Every owned partition.
+    pub fn partitions(&self) -> impl Iterator<Item = &Partition> {
+        self.table.iter()
+    }
+
+    /// How many partitions are owned.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Whether no partition is owned.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The partition's state in words, for `/status`.
+    pub fn state_of(p: &Partition) -> &'static str {
+        if p.route.is_none() {
+            "waiting"
+        } else if p.stopped.is_some() {
+            "paused"
+        } else if p.retry.is_some() {
+            "retrying"
+        } else if p.target != p.route {
+            "switching"
+        } else {
+            "mirroring"
+        }
+    }
+
+    fn route_of(&self, topic: &str, partition: i32) -> Option<Arc<str>> {
+        self.routes
+            .get(topic)
+            .filter(|r| partition < r.partitions)
+            .map(|r| Arc::from(r.target.as_str()))
+    }
+
+    /// The group assigned `partitions` in `generation`; `floors` gives what this instance
+    /// is known to have mirrored of a partition before (see [`Orphans`]).
+    pub fn assign(
+        &mut self,
+        partitions: &[(String, i32)],
+        generation: i32,
+        mut floors: impl FnMut(&str, i32) -> Option<i64>,
+    ) {
+        for (topic, partition) in partitions {
+            if self.table.get_by_name_mut(topic, *partition).is_some() {
+                continue;
+            }
+            let route = self.route_of(topic, *partition);
+            let key = self.table.insert(topic, *partition);
+            let Some(p) = self.table.get_mut(key) else {
+                continue;
+            };
+            p.generation = generation;
+            p.target = route.clone();
+            p.route = route;
+            p.floor = floors(topic, *partition);
+            self.effects.push(Effect::Started {
+                key,
+                topic: p.topic.clone(),
+                partition: p.partition,
+                generation,
+            });
+            self.settle(key);
+        }
+    }
+
+    /// The keys of the owned partitions among `partitions`.
+    pub fn keys_of(&mut self, partitions: &[(String, i32)]) -> Vec<SlotKey> {
+        partitions
+            .iter()
+            .filter_map(|(t, p)| self.table.get_by_name_mut(t, *p).map(|p| p.key))
+            .collect()
+    }
+
+    /// Records in flight of the partitions `keys`.
+    pub fn in_flight_of(&mut self, keys: &[SlotKey]) -> usize {
+        keys.iter()
+            .filter_map(|k| self.table.get_mut(*k).map(|p| p.progress.in_flight()))
+            .sum()
+    }
+
+    /// The partitions `partitions` go; returns (topic, partition, committable offset) of
+    /// each, for the caller to remember when the assignment was `lost`.
+    pub fn remove(&mut self, partitions: &[(String, i32)]) -> Vec<(Arc<str>, i32, i64)> {
+        let mut gone = Vec::new();
+        for (topic, partition) in partitions {
+            if let Some(p) = self.table.remove(topic, *partition) {
+                self.effects.push(Effect::Retired(p.key));
+                if let Some(at) = p.progress.committable() {
+                    gone.push((p.topic.clone(), p.partition, at));
+                }
+            }
+        }
+        gone
+    }
+
+    /// New routes from discovery; returns the routed topics (the subscription).
+    pub fn set_routes(&mut self, routes: Routes) -> Vec<String> {
+        self.routes = routes;
+        let keys: Vec<SlotKey> = self.table.iter().map(|p| p.key).collect();
+        for key in keys {
+            let Some((topic, partition)) = self
+                .table
+                .get_mut(key)
+                .map(|p| (p.topic.clone(), p.partition))
+            else {
+                continue;
+            };
+            let route = self.route_of(&topic, partition);
+            if let Some(p) = self.table.get_mut(key) {
+                p.route = route;
+            }
+            self.settle(key);
+        }
+        self.routes.keys().cloned().collect()
+    }
+
+    /// What to do with the record at `offset` of `topic`/`partition`.
+    pub fn offer(&mut self, topic: &str, partition: i32, offset: i64) -> Offer {
+        let room = self.in_flight < self.settings.max_in_flight;
+        let flows = match self.table.get_by_name_mut(topic, partition) {
+            None => return Offer::Declined,
+            Some(p) => {
+                if let Some(floor) = p.floor.take() {
+                    if offset < floor && p.progress.in_flight() == 0 {
+                        // Mirrored by this instance before the assignment was lost: skip
+                        // forward to where it had got.
+                        p.progress.start_at(floor);
+                        self.effects
+                            .push(Effect::Seek(p.topic.clone(), p.partition, floor));
+                        return Offer::Declined;
+                    }
+                }
+                if p.progress.next().is_some_and(|n| offset < n) {
+                    return Offer::Declined; // handed out again before a seek took effect
+                }
+                p.key
+            }
+        };
+        if !self.should_flow(flows) {
+            self.decline(flows, offset);
+            return Offer::Declined;
+        }
+        if !room {
+            return Offer::Full;
+        }
+        match self.table.get_mut(flows) {
+            Some(p) => match &p.target {
+                Some(target) => Offer::Send {
+                    key: p.key,
+                    target: target.clone(),
+                    partition: p.partition,
+                },
+                None => Offer::Declined,
+            },
+            None => Offer::Declined,
+        }
+    }
+
+    /// The record at `offset` of partition `key` is not produced now: the partition reads
+    /// it again before it flows.
+    pub fn decline(&mut self, key: SlotKey, offset: i64) {
+        if let Some(p) = self.table.get_mut(key) {
+            p.rewind = first(p.rewind, offset);
+            if !p.paused {
+                p.paused = true;
+                self.effects
+                    .push(Effect::Pause(p.topic.clone(), p.partition));
+            }
+        }
+    }
+
+    /// `record` of partition `key` was handed to the producer.
+    pub fn sent(&mut self, key: SlotKey, record: InFlight) {
+        if let Some(p) = self.table.get_mut(key) {
+            p.progress.sent(record);
+            self.in_flight += 1;
+        }
+    }
+
+    /// The producer refused the record at `offset` of partition `key` outright.
+    pub fn refused(&mut self, key: SlotKey, offset: i64, refusal: Refusal, now: Instant) {
+        match refusal {
+            Refusal::Unproducible(reason) => self.unproducible(key, offset, reason, now),
+            Refusal::Transient(reason) => self.retry_later(key, offset, reason, now),
+            Refusal::Fatal(reason) => {
+                self.fatal.get_or_insert(reason);
+                self.decline(key, offset);
+            }
+        }
+    }
+
+    /// The delivery report of the oldest record in flight of partition `key`: its target
+    /// offset, or why it was refused. Returns the ack, if it was one.
+    pub fn delivered(
+        &mut self,
+        key: SlotKey,
+        result: Result<i64, Refusal>,
+        now: Instant,
+    ) -> Option<Ack> {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if let Err(Refusal::Fatal(reason)) = &result {
+            // Whichever record it is reported for, the producer is unusable.
+            self.fatal.get_or_insert_with(|| reason.clone());
+        }
+        let (record, counts) = {
+            let p = self.table.get_mut(key)?; // handed over meanwhile
+            let record = p.progress.delivered()?;
+            (record, p.progress.counts(record.upstream))
+        };
+        let up = record.upstream;
+        let ack = match result {
+            Ok(down) => Some(Ack {
+                key,
+                upstream: up,
+                downstream: down,
+                timestamp: record.timestamp,
+                counts,
+            }),
+            // Abandoned after an earlier refused record (a fatal one still blocks below).
+            Err(Refusal::Unproducible(_) | Refusal::Transient(_)) if !counts => None,
+            Err(Refusal::Unproducible(reason)) => {
+                self.unproducible(key, up, reason, now);
+                None
+            }
+            Err(Refusal::Transient(reason)) => {
+                if let Some(p) = self.table.get_mut(key) {
+                    p.progress.block(up);
+                }
+                self.retry_later(key, up, reason, now);
+                None
+            }
+            Err(Refusal::Fatal(_)) => {
+                // Never counted as done: the restart resumes at this record.
+                if let Some(p) = self.table.get_mut(key) {
+                    p.progress.block(up);
+                    p.rewind = first(p.rewind, up);
+                }
+                None
+            }
+        };
+        if self
+            .table
+            .get_mut(key)
+            .is_some_and(|p| p.progress.in_flight() == 0)
+        {
+            self.settle(key);
+        }
+        ack
+    }
+
+    fn unproducible(&mut self, key: SlotKey, offset: i64, reason: String, now: Instant) {
+        let skip = self.settings.on_unproducible == OnUnproducible::Skip;
+        let retry_at = now + self.settings.retry_paused_every;
+        let Some(p) = self.table.get_mut(key) else {
+            return;
+        };
+        if skip {
+            p.progress.skipped(offset);
+        } else {
+            p.progress.block(offset);
+            p.rewind = first(p.rewind, offset);
+            p.stopped = Some(Stopped {
+                paused: Paused {
+                    offset,
+                    reason: reason.clone(),
+                    since_ms: now_ms(),
+                },
+                retry_at,
+            });
+        }
+        self.effects.push(Effect::Unproducible {
+            topic: p.topic.clone(),
+            partition: p.partition,
+            offset,
+            reason,
+            skipped: skip,
+        });
+        self.settle(key);
+    }
+
+    fn retry_later(&mut self, key: SlotKey, offset: i64, reason: String, now: Instant) {
+        let Some(p) = self.table.get_mut(key) else {
+            return;
+        };
+        p.rewind = first(p.rewind, offset);
+        p.retry = Some((now + RETRY_TRANSIENT, reason));
+        if let Some(t) = &p.target {
+            self.effects.push(Effect::RefreshMetadata(t.clone()));
+        }
+        self.settle(key);
+    }
+
+    /// The target has no room (`on`), or has room again: the flowing partitions are paused
+    /// or resumed.
+    pub fn set_backpressure(&mut self, on: bool) {
+        if self.backpressure == on {
+            return;
+        }
+        self.backpressure = on;
+        self.settle_all();
+    }
+
+    /// Retries whose time has come; how long each partition's progress has been unstored.
+    pub fn tick(&mut self, now: Instant) {
+        let mut retrying = Vec::new();
+        for p in self.table.iter_mut() {
+            let idle = p.progress.in_flight() == 0;
+            if p.stopped.as_ref().is_some_and(|s| s.retry_at <= now) && idle {
+                p.stopped = None;
+                retrying.push(Effect::Retrying(
+                    p.topic.clone(),
+                    p.partition,
+                    p.progress.blocked_at().unwrap_or_default(),
+                ));
+            }
+            if p.retry.as_ref().is_some_and(|(at, _)| *at <= now) && idle {
+                p.retry = None;
+            }
+            if p.progress.unstored() {
+                p.unstored_since.get_or_insert(now);
+            } else {
+                p.unstored_since = None;
+            }
+        }
+        self.effects.extend(retrying);
+        self.settle_all();
+    }
+
+    /// The progress of every partition that moved since its last commit, to commit:
+    /// (topic, partition, offset).
+    pub fn take_commits(&mut self) -> Vec<(Arc<str>, i32, i64)> {
+        self.table
+            .iter_mut()
+            .filter_map(|p| {
+                let at = p.progress.take_commit()?;
+                Some((p.topic.clone(), p.partition, at))
+            })
+            .collect()
+    }
+
+    /// The progress of the partitions `keys`, to commit (e.g. before they are revoked).
+    pub fn take_commits_of(&mut self, keys: &[SlotKey]) -> Vec<(Arc<str>, i32, i64)> {
+        keys.iter()
+            .filter_map(|k| {
+                let p = self.table.get_mut(*k)?;
+                let at = p.progress.take_commit()?;
+                Some((p.topic.clone(), p.partition, at))
+            })
+            .collect()
+    }
+
+    /// The outcome of committing `offset` for `topic`/`partition`: stored, or to be
+    /// committed again with the next commit.
+    pub fn commit_result(&mut self, topic: &str, partition: i32, offset: i64, stored: bool) {
+        if let Some(p) = self.table.get_by_name_mut(topic, partition) {
+            if stored {
+                p.progress.commit_succeeded(offset);
+                if !p.progress.unstored() {
+                    p.unstored_since = None;
+                }
+            } else {
+                p.progress.commit_failed(offset);
+            }
+        }
+    }
+
+    /// Every partition whose progress is not stored is committed again with the next
+    /// commit (after a rebalance: what a stale generation refused, the current one stores).
+    pub fn recommit_unstored(&mut self) {
+        for p in self.table.iter_mut() {
+            if p.progress.unstored() {
+                if let Some(c) = p.progress.committed() {
+                    p.progress.commit_failed(c);
+                }
+            }
+        }
+    }
+
+    fn should_flow(&mut self, key: SlotKey) -> bool {
+        let backpressure = self.backpressure;
+        self.table.get_mut(key).is_some_and(|p| {
+            let idle = p.progress.in_flight() == 0;
+            p.route.is_some()
+                && p.stopped.is_none()
+                && p.retry.is_none()
+                && !backpressure
+                && (p.target == p.route || idle)
+                && (p.progress.blocked_at().is_none() || idle)
+        })
+    }
+
+    fn settle_all(&mut self) {
+        let keys: Vec<SlotKey> = self.table.iter().map(|p| p.key).collect();
+        for key in keys {
+            self.settle(key);
+        }
+    }
+
+    /// Pauses or resumes partition `key` as its state says; on resuming, switches its
+    /// target (a new key) and unblocks it (both only once nothing is in flight, which
+    /// flowing implies then), and seeks it back to its first declined record.
+    fn settle(&mut self, key: SlotKey) {
+        let flow = self.should_flow(key);
+        let Some(p) = self.table.get_mut(key) else {
+            return;
+        };
+        if !flow {
+            if !p.paused {
+                p.paused = true;
+                self.effects
+                    .push(Effect::Pause(p.topic.clone(), p.partition));
+            }
+            return;
+        }
+        if let Some(b) = p.progress.blocked_at() {
+            p.progress.unblock();
+            p.rewind = first(p.rewind, b);
+        }
+        let (topic, partition, generation) = (p.topic.clone(), p.partition, p.generation);
+        let rewind = p.rewind.take();
+        let paused = std::mem::replace(&mut p.paused, false);
+        let switch = p.target != p.route;
+        if switch {
+            let had = p.target.is_some();
+            p.target = p.route.clone();
+            if had {
+                if let Some(new) = self.table.rekey(key) {
+                    self.effects.push(Effect::Retired(key));
+                    self.effects.push(Effect::Started {
+                        key: new,
+                        topic: topic.clone(),
+                        partition,
+                        generation,
+                    });
+                }
+            }
+        }
+        if let Some(at) = rewind {
+            self.effects
+                .push(Effect::Seek(topic.clone(), partition, at));
+        }
+        if paused {
+            self.effects.push(Effect::Resume(topic, partition));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
