@@ -244,6 +244,10 @@ pub fn render(telemetry: &Telemetry) -> String {
             "Partitions paused at a record the target will not take",
         ),
         (
+            "unowned_partitions",
+            "Mirrored partitions no instance has owned for longer than two session timeouts (judged by the leader)",
+        ),
+        (
             "degraded",
             "1 while the flow is degraded (see /status for the reasons)",
         ),
@@ -275,6 +279,7 @@ pub fn render(telemetry: &Telemetry) -> String {
             status.mirrored.len() as i64,
             owned as i64,
             paused as i64,
+            status.unowned.len() as i64,
             i64::from(health.state != "ok"),
             i64::from(health.ready),
             i64::from(status.leader),
@@ -405,6 +410,7 @@ mod tests {
             "mirrored_topics",
             "owned_partitions",
             "paused_partitions",
+            "unowned_partitions",
             "degraded",
             "ready",
             "leader",

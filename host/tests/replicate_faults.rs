@@ -154,7 +154,8 @@ fn start_routed(
     let stop = shutdown.clone();
     let t = telemetry.clone();
     let task = tokio::spawn(async move {
-        let shared = replication::TaskShared::new(Duration::from_secs(6));
+        let (_rejoin, rejoin) = watch::channel(0u64);
+        let shared = replication::TaskShared::new(Duration::from_secs(6), rejoin);
         replication::run([src.clone(), tgt, src], settings, rx, stop, t, shared).await
     });
     Running {

@@ -180,7 +180,8 @@ fn a_rolling_restart_loses_nothing() {
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("rolling", 6);
     let dir = tempfile::tempdir().expect("tempdir");
-    let configs = instances(dir.path(), &primary.addr, &backup.addr, 2, 1);
+    // Two replication tasks per instance: they leave one at a time (see LeaveOrder).
+    let configs = instances(dir.path(), &primary.addr, &backup.addr, 2, 2);
     let log = |i: usize| dir.path().join(format!("kmirror-{i}.log"));
     let mut feeder = Feeder::start(&primary.addr, "rolling", 6, 300);
     let mut running: Vec<Kmirror> = configs
@@ -188,7 +189,7 @@ fn a_rolling_restart_loses_nothing() {
         .enumerate()
         .map(|(i, (c, _))| Kmirror::start(c, &log(i)))
         .collect();
-    wait_for("both instances mirroring", T, || settled(&configs, 6, 1));
+    wait_for("both instances mirroring", T, || settled(&configs, 6, 2));
     let mut gaps = Vec::new();
     for i in 0..configs.len() {
         // One by one: stop gracefully, start again, wait until it mirrors again.
@@ -206,7 +207,7 @@ fn a_rolling_restart_loses_nothing() {
         running[i] = Kmirror::start(&configs[i].0, &log(i));
         // The next instance leaves only once the group has settled, as an operator's
         // rolling restart waits for each instance to be back (see the module's note).
-        let back = poll_until(T, || settled(&configs, 6, 1));
+        let back = poll_until(T, || settled(&configs, 6, 2));
         assert!(
             back.is_some(),
             "the group did not settle {T:?} after instance {i}'s restart; its log:\n{}",
@@ -219,6 +220,14 @@ fn a_rolling_restart_loses_nothing() {
         "FIGURES rolling restart of two instances: produced {produced}, missing {missing}, duplicated {duplicated}; a graceful leave's partitions were owned again after {gaps:.1?}"
     );
     assert_eq!(missing, 0);
+    // docs/reliability.md: a graceful stop drains and stores progress, so its partitions'
+    // next owner starts exactly where it stopped.
+    assert_eq!(
+        duplicated,
+        0,
+        "a graceful leave duplicates nothing; logs:\n{}",
+        running.iter().map(|k| k.logs()).collect::<Vec<_>>().join("\n----\n")
+    );
     for k in &mut running {
         assert_eq!(k.stop(), Some(0));
     }
@@ -348,4 +357,94 @@ fn a_killed_instance_re_mirrors_at_most_a_flush_interval() {
     for i in survivors {
         assert_eq!(running[i].stop(), Some(0));
     }
+}
+
+#[test]
+fn a_control_topic_with_several_partitions_is_refused_naming_it() {
+    // Every member holding one of its partitions would lead: several leaders.
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let src = Client::new(&primary.addr);
+    src.create_topic("kmirror-leader.backup.internal", 3);
+    src.create_topic("orders", 1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (config, _) = default_instance(dir.path(), &primary.addr, &backup.addr, 0);
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let code = k.wait_exit(T);
+    let log = k.logs();
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "the daemon stops with an error ({code:?}); log:\n{log}"
+    );
+    assert!(
+        log.contains("internal topic kmirror-leader.backup.internal on cluster primary has 3 partitions, but must have exactly one"),
+        "{log}"
+    );
+    assert!(!log.contains("this instance leads the flow"), "{log}");
+}
+
+/// A member of the flow's group that holds partitions without mirroring them (a rogue
+/// consumer in the group, or a member the coordinator failed to give its share): the leader
+/// finds them without an owner for longer than two session timeouts, says so (health,
+/// `kmirror_unowned_partitions`, a warning) and asks the members to rejoin; once they are
+/// owned again the flow is healthy.
+#[test]
+fn partitions_nobody_mirrors_are_reported_and_the_members_rejoin() {
+    use rdkafka::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let src = Client::new(&primary.addr);
+    src.create_topic("held", 4);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let flows = flow_table("primary", "backup", "");
+    let config = config_file(dir.path(), &primary.addr, &backup.addr, &plugins_dir(), Some(&status), &flows);
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    wait_for("kmirror owning the four partitions", T, || {
+        (share(&status)?.0 == 4).then_some(())
+    });
+    // A rogue member joins the progress group and sits on what it is given.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (flag, addr) = (stop.clone(), primary.addr.clone());
+    let rogue = std::thread::spawn(move || {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &addr)
+            .set("group.id", "kmirror.primary.backup")
+            .set("enable.auto.commit", "false")
+            .set("session.timeout.ms", "6000")
+            .set("partition.assignment.strategy", "cooperative-sticky")
+            .create()
+            .expect("rogue");
+        c.subscribe(&["held"]).expect("subscribe");
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            let _ = c.poll(Duration::from_millis(100));
+        }
+    });
+    let unowned = |status: &str| -> Option<u64> {
+        let text = http_text(status, "/metrics")?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("kmirror_unowned_partitions{flow=\"primary->backup\"} "))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let reasons = wait_for("the unowned partitions reported", T, || {
+        let (_, s) = http_get(&status, "/status")?;
+        let health = &s["flows"][0]["health"];
+        let reasons = health["reasons"].to_string();
+        (unowned(&status)? > 0 && reasons.contains("have had no owner for longer than two session timeouts"))
+            .then_some(reasons)
+    });
+    assert!(reasons.contains("held["), "{reasons}");
+    wait_for("the members asked to rejoin", T, || {
+        k.logs()
+            .contains("this instance's replication tasks rejoin the group")
+            .then_some(())
+    });
+    // The rogue goes: every partition is owned again and the flow is healthy.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    rogue.join().expect("rogue");
+    wait_for("every partition owned again, nothing unowned", T, || {
+        let (_, s) = http_get(&status, "/status")?;
+        (share(&status)?.0 == 4 && unowned(&status)? == 0 && s["flows"][0]["health"]["state"] == "ok")
+            .then_some(())
+    });
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
 }

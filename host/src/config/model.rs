@@ -175,9 +175,14 @@ pub struct FlowConfig {
     /// Where new partitions start: `earliest` (default) or `latest`.
     #[serde(default)]
     pub start_offset: StartOffset,
-    /// Whether topic configs are copied to created topics.
+    /// Whether topic configs are copied: to created topics, and every
+    /// `sync_topic_configs_interval` to existing ones (MM2's `sync.topic.configs.enabled`).
     #[serde(default = "default_true")]
     pub sync_topic_configs: bool,
+    /// How often existing target topics' configs are synced (MM2's
+    /// `sync.topic.configs.interval.seconds`, 10 minutes).
+    #[serde(default = "default_config_sync_interval", with = "humantime_serde")]
+    pub sync_topic_configs_interval: Duration,
     /// Whether checkpoints are emitted.
     #[serde(default = "default_true")]
     pub emit_checkpoints_enabled: bool,
@@ -229,6 +234,9 @@ fn default_call_timeout() -> Duration {
 }
 fn default_refresh_topics_interval() -> Duration {
     Duration::from_secs(5)
+}
+fn default_config_sync_interval() -> Duration {
+    Duration::from_secs(600)
 }
 fn default_offset_lag_max() -> u64 {
     100

@@ -21,8 +21,9 @@ pub struct FlowSettings {
     pub offset_flush_interval: Duration,
     /// Where a partition without stored progress starts.
     pub start_offset: StartOffset,
-    /// Whether created topics get the source's (filtered) configs.
-    pub sync_topic_configs: bool,
+    /// How often existing target topics get the source's (filtered) configs; `None` when
+    /// configs are not copied (not even to created topics).
+    pub sync_topic_configs: Option<Duration>,
     /// Checkpoint settings; `None` when checkpoints are off.
     pub checkpoints: Option<CheckpointSettings>,
     /// What happens to a record the target will never take.
@@ -102,6 +103,11 @@ impl FlowSettings {
             c.sync_group_offsets_interval,
             c.emit_checkpoints_enabled && c.sync_group_offsets,
         );
+        let config_sync = positive(
+            "sync_topic_configs_interval",
+            c.sync_topic_configs_interval,
+            c.sync_topic_configs,
+        );
         let shutdown_timeout = positive("shutdown_timeout", c.shutdown_timeout, true);
         let unreachable_after = positive("unreachable_after", c.unreachable_after, true);
         if !(Duration::from_secs(1)..=Duration::from_secs(300)).contains(&c.session_timeout) {
@@ -151,7 +157,7 @@ impl FlowSettings {
             offset_syncs_topic_location: c.offset_syncs_topic_location,
             offset_flush_interval,
             start_offset: c.start_offset,
-            sync_topic_configs: c.sync_topic_configs,
+            sync_topic_configs: c.sync_topic_configs.then_some(config_sync),
             checkpoints: c.emit_checkpoints_enabled.then_some(CheckpointSettings {
                 emit_interval,
                 refresh_groups_interval,

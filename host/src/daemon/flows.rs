@@ -4,6 +4,7 @@
 
 use crate::config::ResolvedFlow;
 use crate::flow::FlowError;
+use crate::flow::discovery::claims::TargetClaims;
 use crate::flow::plugins::FlowPlugins;
 use crate::flow::supervisor;
 use crate::flow::telemetry::FlowTelemetry;
@@ -54,6 +55,8 @@ pub struct Flows {
     next_id: u64,
     root: CancellationToken,
     telemetry: Arc<Telemetry>,
+    /// The target topics the flows mirror into (two flows never write one).
+    claims: TargetClaims,
 }
 
 impl Flows {
@@ -68,6 +71,7 @@ impl Flows {
             next_id: 0,
             root,
             telemetry,
+            claims: TargetClaims::default(),
         }
     }
 
@@ -110,6 +114,7 @@ impl Flows {
             flow.clone(),
             telemetry.clone(),
             plugins.clone(),
+            self.claims.clone(),
             token.clone(),
         );
         let inner = tokio::spawn(run);

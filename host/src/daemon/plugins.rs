@@ -206,12 +206,16 @@ fn configured(
 /// Replaces `target`'s roles from `path` with `candidate`'s, if every check passes.
 fn replace(target: &Target, path: &Path, candidate: &Plugin) -> Result<(), String> {
     let (next, roles) = configured(target, path, candidate)?;
+    // Reviewed and installed while discovery cannot publish: a pass decided by the old
+    // roles is either in `mirrored` or dropped (it sees the new generation).
+    let publishing = target.plugins.publishing();
     let mirrored: Routes = target.telemetry.status().mirrored;
     let allow = target.flow.settings.allow_policy_change;
     let current = target.plugins.roles();
     let found = review(&current, &next, target.plugins.names(), &mirrored, allow)
         .map_err(|r| r.to_string())?;
     let generation = target.plugins.replace(next);
+    drop(publishing);
     let names: Vec<&str> = roles.iter().map(|r| r.wit_name()).collect();
     tracing::info!(flow = %target.name, plugin = %path.display(), roles = %names.join(", "), generation,
         "plugin reloaded; topics are decided again at the next discovery pass");

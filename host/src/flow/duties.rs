@@ -7,7 +7,7 @@ use super::checkpoints::task::CheckpointContext;
 use super::offset_syncs::SharedStore;
 use super::plugins::{FlowPlugins, InternalTopics};
 use super::telemetry::FlowTelemetry;
-use super::{Routes, checkpoints, heartbeats, offset_syncs, retry};
+use super::{CHECKPOINTS_SINGLE, Routes, checkpoints, heartbeats, offset_syncs, retry};
 use crate::config::ResolvedFlow;
 use crate::kafka::Cluster;
 use crate::kafka::internal::InternalWriter;
@@ -102,10 +102,15 @@ fn spawn(ctx: &DutiesContext, set: &mut JoinSet<()>, stop: &CancellationToken) {
         let (target, stop, telemetry) = (target.clone(), stop.clone(), telemetry.clone());
         set.spawn(async move {
             let created = retry("create the checkpoints topic", &telemetry, &stop, || {
-                target.ensure_internal_topic(&ctx.checkpoints_topic, rf)
+                target.ensure_internal_topic(&ctx.checkpoints_topic, rf, Some(CHECKPOINTS_SINGLE))
             });
-            if created.await.is_some() {
-                checkpoints::task::run(ctx, stop).await;
+            match created.await {
+                Some(Ok(())) => checkpoints::task::run(ctx, stop).await,
+                Some(Err(refused)) => {
+                    tracing::error!(flow = %telemetry.flow, error = %refused, "checkpoints disabled");
+                    telemetry.note_error("create the checkpoints topic", "config", &refused);
+                }
+                None => {}
             }
         });
     }
@@ -114,7 +119,7 @@ fn spawn(ctx: &DutiesContext, set: &mut JoinSet<()>, stop: &CancellationToken) {
         let (source_alias, target_alias) = (src.clone(), dst.clone());
         set.spawn(async move {
             let created = retry("create the heartbeats topic", &telemetry, &stop, || {
-                target.ensure_internal_topic(&topics.heartbeats, rf)
+                target.ensure_internal_topic(&topics.heartbeats, rf, None)
             });
             if created.await.is_none() {
                 return;

@@ -15,6 +15,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+/// Why the control topic must have one partition.
+pub const CONTROL_SINGLE: &str =
+    "its one partition elects the flow's leader: with more, every member holding one would lead";
+
 /// The control group of a flow.
 pub fn leader_group(source: &str, target: &str) -> String {
     format!("{}.leader", super::progress_group(source, target))
@@ -33,10 +37,16 @@ struct Elector {
 
 impl ClientContext for Elector {}
 
+/// Whether `tpl` holds the control topic's partition 0, the one that makes its holder the
+/// leader (the topic is refused with more partitions; this holds even if one slipped by).
+fn holds_the_election(tpl: &rdkafka::TopicPartitionList) -> bool {
+    tpl.elements().iter().any(|e| e.partition() == 0)
+}
+
 impl ConsumerContext for Elector {
     fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Revoke(tpl) = rebalance {
-            if tpl.count() > 0 && *self.leader.borrow() {
+            if holds_the_election(tpl) && *self.leader.borrow() {
                 tracing::info!(flow = %self.flow, "this instance is no longer the flow's leader");
                 self.leader.send_replace(false);
             }
@@ -45,7 +55,7 @@ impl ConsumerContext for Elector {
 
     fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(tpl) = rebalance {
-            if tpl.count() > 0 && !*self.leader.borrow() {
+            if holds_the_election(tpl) && !*self.leader.borrow() {
                 tracing::info!(flow = %self.flow, "this instance leads the flow: discovery's changes, checkpoints, group offset sync and heartbeats run here");
                 self.leader.send_replace(true);
             }

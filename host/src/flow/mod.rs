@@ -10,7 +10,9 @@
 //! - [`group_sync`]: writing translated offsets to idle target groups; also `offsets failover`.
 //! - [`heartbeats`]: heartbeat records (`MirrorHeartbeatTask`).
 //! - [`leadership`]: which instance does the singleton duties, elected through a control
-//!   consumer group; [`duties`]: those duties, started and stopped with leadership.
+//!   consumer group; [`duties`]: those duties, started and stopped with leadership;
+//!   [`ownership`]: every instance reports its partitions, the leader finds partitions
+//!   without an owner and has the members rejoin.
 //! - [`plugins`]: the flow's plugin roles behind async, batched calls, swappable while it
 //!   runs; [`reload`]: whether a running flow may take new roles.
 //! - [`telemetry`]: the flow's counters and status, rendered by `/status` and `/metrics`.
@@ -23,6 +25,7 @@ pub mod group_sync;
 pub mod heartbeats;
 pub mod leadership;
 pub mod offset_syncs;
+pub mod ownership;
 pub mod plugins;
 pub mod reload;
 pub mod replication;
@@ -55,6 +58,14 @@ pub enum FlowError {
         flow: String,
         /// The error.
         source: PluginError,
+    },
+    /// One of the flow's internal topics exists in a shape kmirror cannot use.
+    #[error("flow {flow}: {source}")]
+    InternalTopic {
+        /// The flow.
+        flow: String,
+        /// What is wrong with it.
+        source: crate::kafka::admin::MisshapenTopic,
     },
     /// One of the flow's tasks panicked.
     #[error("flow {flow}: the {task} task failed: {message}")]
@@ -100,6 +111,13 @@ pub type Routes = BTreeMap<String, Route>;
 /// Consumer groups with this prefix are kmirror's own (replication progress): never
 /// checkpointed.
 pub const OWN_GROUP_PREFIX: &str = "kmirror.";
+
+/// Why the offset-syncs topic must have one partition.
+pub const SYNCS_SINGLE: &str =
+    "offset syncs are written to and read from its partition 0, as MM2 does";
+/// Why the checkpoints topic must have one partition.
+pub const CHECKPOINTS_SINGLE: &str =
+    "checkpoints are written to and read from its partition 0, as MM2's tools read them";
 
 /// The flow's own consumer group on the source, holding replication progress.
 pub fn progress_group(source: &str, target: &str) -> String {

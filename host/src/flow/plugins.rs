@@ -12,7 +12,7 @@ use crate::kafka::{TopicConfigEntry, invalid_topic_name};
 use crate::policy::{FlowRoles, PluginError};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use tokio_util::sync::CancellationToken;
 
 /// The names of a flow's internal topics, as its replication policy gives them.
@@ -48,6 +48,9 @@ pub type BatchRule<T> = fn(&FlowRoles, &FlowNames, &[String]) -> Result<T, Plugi
 struct Live {
     roles: RwLock<Arc<FlowRoles>>,
     generation: AtomicU64,
+    /// Held by discovery while it publishes a pass and by a reload while it reviews and
+    /// installs new roles, so a review always sees what is mirrored.
+    publishing: Mutex<()>,
 }
 
 /// A flow's plugin roles, called asynchronously. Clones share the roles in force.
@@ -74,6 +77,7 @@ impl FlowPlugins {
             live: Arc::new(Live {
                 roles: RwLock::new(Arc::new(roles)),
                 generation: AtomicU64::new(0),
+                publishing: Mutex::new(()),
             }),
             names: Arc::new(FlowNames {
                 source: source_alias.to_string(),
@@ -124,6 +128,15 @@ impl FlowPlugins {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Excludes discovery's publishing of a pass and a reload's review and replacement of
+    /// the roles from each other (never held across an await).
+    pub fn publishing(&self) -> MutexGuard<'_, ()> {
+        self.live
+            .publishing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// How many times the roles were replaced; discovery drops its cached decisions when

@@ -2,6 +2,8 @@
 //! replication tasks, the leader election and the elected duties as tasks of one set.
 //! A task that panics fails the flow (the other tasks are stopped); it is never lost.
 
+use super::discovery::claims::TargetClaims;
+use super::discovery::clusters::Live;
 use super::discovery::task::DiscoveryContext;
 use super::duties::{self, DutiesContext};
 use super::leadership::{self, leader_group, leader_topic};
@@ -9,7 +11,10 @@ use super::plugins::FlowPlugins;
 use super::replication::ReplicatorSettings;
 use super::tasks::Tasks;
 use super::telemetry::{Counter, FlowTelemetry};
-use super::{FlowError, Routes, discovery, progress_group, replication, retry};
+use super::{
+    CHECKPOINTS_SINGLE, FlowError, Routes, SYNCS_SINGLE, discovery, ownership, progress_group,
+    replication, retry,
+};
 use crate::config::{ResolvedFlow, SyncsLocation};
 use crate::kafka::Cluster;
 use crate::policy::PluginError;
@@ -23,6 +28,7 @@ pub async fn run(
     flow: Arc<ResolvedFlow>,
     telemetry: Arc<FlowTelemetry>,
     plugins: FlowPlugins,
+    claims: TargetClaims,
     shutdown: CancellationToken,
 ) -> Result<(), FlowError> {
     let name = flow.name.clone();
@@ -51,14 +57,28 @@ pub async fn run(
     let plugins = plugins.reserving(&topics);
     let rf = flow.settings.replication_factor;
     tracing::info!(flow = %name, offset_syncs = %topics.offset_syncs, heartbeats = %topics.heartbeats, "starting flow");
+    let misshapen = |source| FlowError::InternalTopic {
+        flow: name.clone(),
+        source,
+    };
     let created = retry(
         "create the offset-syncs topic",
         &telemetry,
         &shutdown,
-        || syncs_cluster.ensure_internal_topic(&topics.offset_syncs, rf),
+        || syncs_cluster.ensure_internal_topic(&topics.offset_syncs, rf, Some(SYNCS_SINGLE)),
     );
-    if created.await.is_none() {
-        return Ok(());
+    match created.await {
+        None => return Ok(()),
+        Some(shape) => shape.map_err(misshapen)?,
+    }
+    // The checkpoints topic is created by the leader; one of the wrong shape is refused by
+    // every instance at its start.
+    let checked = retry("check the checkpoints topic", &telemetry, &shutdown, || {
+        target.check_internal_topic(&topics.checkpoints, Some(CHECKPOINTS_SINGLE))
+    });
+    match checked.await {
+        None => return Ok(()),
+        Some(shape) => shape.map_err(misshapen)?,
     }
 
     // The flow's own token: a failed task stops its siblings, not other flows.
@@ -76,8 +96,10 @@ pub async fn run(
         ..ReplicatorSettings::new(&name, &progress_group(src, dst), &topics.offset_syncs)
     };
     let clusters = [source.clone(), target.clone(), syncs_cluster.clone()];
-    // The tasks leave the group one after another at a stop, within the stop's budget.
-    let shared = replication::TaskShared::new(fs.session_timeout);
+    // The tasks leave the group one after another at a stop, within the stop's budget, and
+    // rejoin it when the leader finds partitions without an owner.
+    let (rejoin_tx, rejoin) = watch::channel(0u64);
+    let shared = replication::TaskShared::new(fs.session_timeout, rejoin);
     for member in 0..fs.replication_tasks {
         let settings = ReplicatorSettings {
             member,
@@ -97,11 +119,23 @@ pub async fn run(
     let (leader_tx, leader) = watch::channel(false);
     let groups = (leader_group(src, dst), leader_topic(dst));
     let created = retry("create the control topic", &telemetry, &stop, || {
-        source.ensure_internal_topic(&groups.1, rf)
+        source.ensure_internal_topic(&groups.1, rf, Some(leadership::CONTROL_SINGLE))
     });
-    if created.await.is_none() {
-        return Ok(());
+    match created.await {
+        None => return Ok(()),
+        Some(shape) => shape.map_err(misshapen)?,
     }
+    let ownership = ownership::OwnershipContext {
+        source: source.clone(),
+        control_topic: groups.1.clone(),
+        progress_group: progress_group(src, dst),
+        session_timeout: fs.session_timeout,
+        routes: routes.clone(),
+        leader: leader.clone(),
+        telemetry: telemetry.clone(),
+        rejoin: rejoin_tx,
+    };
+    tasks.spawn("ownership", ownership::run(ownership, stop.clone()));
     let election = leadership::run(
         source.clone(),
         name.clone(),
@@ -127,8 +161,7 @@ pub async fn run(
         duties::run(duties, leader.clone(), stop.clone()),
     );
     let ctx = DiscoveryContext {
-        source,
-        target,
+        clusters: Live { source, target },
         plugins,
         interval: flow.settings.refresh_topics_interval,
         replication_factor: rf,
@@ -136,6 +169,7 @@ pub async fn run(
         telemetry: telemetry.clone(),
         policy_name: flow.slots.replication_policy.to_string(),
         leader,
+        claims,
     };
     tasks.spawn(
         "discovery",

@@ -20,6 +20,27 @@ pub struct TopicConfigEntry {
     pub is_default: bool,
 }
 
+/// Whether a topic config entry, as a cluster describes it, may be copied to another
+/// cluster at all (MM2's `MirrorSourceConnector.targetConfig`): not sensitive, not read-only,
+/// and not a static broker setting (`server.properties` would become an explicit override
+/// on every target topic, which a target that does not know the key refuses). The
+/// config-property filter decides the rest.
+pub fn copyable(entry: &rdkafka::admin::ConfigEntry) -> bool {
+    entry.value.is_some()
+        && !entry.is_sensitive
+        && !entry.is_read_only
+        && entry.source != rdkafka::admin::ConfigSource::StaticBroker
+}
+
+/// What creating a topic did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Creation {
+    /// It was created as asked.
+    Created,
+    /// It existed already (with whatever partitions it has).
+    Existed,
+}
+
 /// A consumer group as the broker lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupInfo {
@@ -42,6 +63,41 @@ pub struct Committed {
     pub offset: i64,
     /// Its metadata.
     pub metadata: String,
+}
+
+/// An existing internal topic kmirror cannot use as it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "internal topic {topic} on cluster {cluster} has {partitions} partitions, but must have exactly one ({why}): delete it so kmirror creates it again with one partition, or point the flow at a cluster where it has one"
+)]
+pub struct MisshapenTopic {
+    /// The cluster alias.
+    pub cluster: String,
+    /// The topic.
+    pub topic: String,
+    /// Its partition count.
+    pub partitions: i32,
+    /// Why it must have one.
+    pub why: &'static str,
+}
+
+/// Whether an existing internal topic with `partitions` partitions can serve: one that must
+/// have a single partition (`single` says why) is refused with more.
+pub fn check_internal_partitions(
+    cluster: &str,
+    topic: &str,
+    partitions: i32,
+    single: Option<&'static str>,
+) -> Result<(), MisshapenTopic> {
+    match single {
+        Some(why) if partitions != 1 => Err(MisshapenTopic {
+            cluster: cluster.to_string(),
+            topic: topic.to_string(),
+            partitions,
+            why,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// A topic to create.
@@ -76,11 +132,11 @@ impl Cluster {
             .collect())
     }
 
-    /// Creates `topics`; a topic that already exists counts as created.
+    /// Creates `topics`; a topic that already exists is reported as such.
     pub async fn create_topics(
         &self,
         topics: &[TopicSpec],
-    ) -> Vec<(String, Result<(), KafkaError>)> {
+    ) -> Vec<(String, Result<Creation, KafkaError>)> {
         let new: Vec<NewTopic> = topics
             .iter()
             .map(|t| {
@@ -109,8 +165,10 @@ impl Cluster {
             Ok(results) => results
                 .into_iter()
                 .map(|r| match r {
-                    Ok(name) => (name, Ok(())),
-                    Err((name, RDKafkaErrorCode::TopicAlreadyExists)) => (name, Ok(())),
+                    Ok(name) => (name, Ok(Creation::Created)),
+                    Err((name, RDKafkaErrorCode::TopicAlreadyExists)) => {
+                        (name, Ok(Creation::Existed))
+                    }
                     Err((name, code)) => {
                         let e = self.error(format!("create topic {name}"), code);
                         (name, Err(e))
@@ -136,8 +194,42 @@ impl Cluster {
         }
     }
 
-    /// `topic`'s configs (empty when the broker reports none).
+    /// `topic`'s configs that may be copied to another cluster ([`copyable`]; empty when
+    /// the broker reports none).
     pub async fn topic_configs(&self, topic: &str) -> Result<Vec<TopicConfigEntry>, KafkaError> {
+        Ok(self
+            .describe_topic_configs(topic)
+            .await?
+            .into_iter()
+            .filter(copyable)
+            .filter_map(|e| {
+                Some(TopicConfigEntry {
+                    value: e.value?,
+                    name: e.name,
+                    is_default: e.is_default,
+                })
+            })
+            .collect())
+    }
+
+    /// The configs set on `topic` itself (dynamic topic configs), by name.
+    pub async fn topic_overrides(
+        &self,
+        topic: &str,
+    ) -> Result<std::collections::BTreeMap<String, String>, KafkaError> {
+        Ok(self
+            .describe_topic_configs(topic)
+            .await?
+            .into_iter()
+            .filter(|e| e.source == rdkafka::admin::ConfigSource::DynamicTopic)
+            .filter_map(|e| Some((e.name, e.value?)))
+            .collect())
+    }
+
+    async fn describe_topic_configs(
+        &self,
+        topic: &str,
+    ) -> Result<Vec<rdkafka::admin::ConfigEntry>, KafkaError> {
         let op = || format!("describe configs of {topic}");
         let opts = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
         let results = self
@@ -147,28 +239,64 @@ impl Cluster {
             .map_err(|e| self.error(op(), e))?;
         let mut entries = Vec::new();
         for result in results {
-            let resource = result.map_err(|e| self.error(op(), e))?;
-            for e in resource.entries {
-                if let (Some(value), false) = (e.value, e.is_sensitive) {
-                    entries.push(TopicConfigEntry {
-                        name: e.name,
-                        value,
-                        is_default: e.is_default,
-                    });
-                }
-            }
+            entries.extend(result.map_err(|e| self.error(op(), e))?.entries);
         }
         Ok(entries)
     }
 
-    /// Creates a single-partition compacted internal topic if it does not exist.
+    /// Sets `topic`'s configs to exactly `configs` (AlterConfigs: what is not named reverts
+    /// to the broker's default, as MM2's non-incremental config sync does).
+    pub async fn set_topic_configs(
+        &self,
+        topic: &str,
+        configs: &[(String, String)],
+    ) -> Result<(), KafkaError> {
+        let op = || format!("alter configs of {topic}");
+        let mut alter = rdkafka::admin::AlterConfig::new(ResourceSpecifier::Topic(topic));
+        for (k, v) in configs {
+            alter = alter.set(k, v);
+        }
+        let opts = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
+        let results = self
+            .admin()
+            .alter_configs([&alter], &opts)
+            .await
+            .map_err(|e| self.error(op(), e))?;
+        match results.into_iter().next() {
+            Some(Err((_, code))) => Err(self.error(op(), code)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the internal topic `name`, if it exists, can serve (see
+    /// [`check_internal_partitions`]).
+    pub async fn check_internal_topic(
+        &self,
+        name: &str,
+        single: Option<&'static str>,
+    ) -> Result<Result<(), MisshapenTopic>, KafkaError> {
+        Ok(match self.topics().await?.get(name) {
+            Some(partitions) => check_internal_partitions(&self.alias, name, *partitions, single),
+            None => Ok(()),
+        })
+    }
+
+    /// Creates a single-partition compacted internal topic if it does not exist. An
+    /// existing one with several partitions is refused (the inner error) when the topic
+    /// must have one — `single` says why — and accepted otherwise.
     pub async fn ensure_internal_topic(
         &self,
         name: &str,
         replication_factor: Option<i32>,
-    ) -> Result<(), KafkaError> {
-        if self.topics().await?.contains_key(name) {
-            return Ok(());
+        single: Option<&'static str>,
+    ) -> Result<Result<(), MisshapenTopic>, KafkaError> {
+        if let Some(partitions) = self.topics().await?.get(name) {
+            return Ok(check_internal_partitions(
+                &self.alias,
+                name,
+                *partitions,
+                single,
+            ));
         }
         let spec = TopicSpec {
             name: name.to_string(),
@@ -179,8 +307,9 @@ impl Cluster {
         self.create_topics(&[spec])
             .await
             .into_iter()
-            .map(|(_, r)| r)
+            .map(|(_, r)| r.map(|_| ()))
             .collect::<Result<(), _>>()
+            .map(Ok)
     }
 
     /// Every consumer group of the cluster.
@@ -311,5 +440,96 @@ impl Cluster {
             .await
             .map_err(|e| self.error(op(), e))?
             .map_err(|e| self.error(op(), e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::admin::{ConfigEntry, ConfigSource};
+
+    fn entry(name: &str, source: ConfigSource, read_only: bool, sensitive: bool) -> ConfigEntry {
+        ConfigEntry {
+            name: name.into(),
+            value: Some("v".into()),
+            is_default: source == ConfigSource::Default,
+            source,
+            is_read_only: read_only,
+            is_sensitive: sensitive,
+        }
+    }
+
+    #[test]
+    fn static_broker_read_only_and_sensitive_configs_are_never_copied() {
+        assert!(copyable(&entry(
+            "cleanup.policy",
+            ConfigSource::DynamicTopic,
+            false,
+            false
+        )));
+        assert!(copyable(&entry(
+            "retention.ms",
+            ConfigSource::DynamicBroker,
+            false,
+            false
+        )));
+        assert!(
+            copyable(&entry("segment.bytes", ConfigSource::Default, false, false)),
+            "the filter decides defaults"
+        );
+        assert!(
+            !copyable(&entry("log.dirs", ConfigSource::StaticBroker, false, false)),
+            "server.properties"
+        );
+        assert!(
+            !copyable(&entry(
+                "message.format.version",
+                ConfigSource::DynamicTopic,
+                true,
+                false
+            )),
+            "read-only"
+        );
+        assert!(
+            !copyable(&entry(
+                "sasl.jaas.config",
+                ConfigSource::DynamicTopic,
+                false,
+                true
+            )),
+            "sensitive"
+        );
+        let none = ConfigEntry {
+            value: None,
+            ..entry("x", ConfigSource::DynamicTopic, false, false)
+        };
+        assert!(!copyable(&none));
+    }
+
+    #[test]
+    fn an_internal_topic_that_must_have_one_partition_is_refused_with_more() {
+        let why = "its one partition elects the flow's leader";
+        assert_eq!(
+            check_internal_partitions("primary", "kmirror-leader.b.internal", 1, Some(why)),
+            Ok(())
+        );
+        let refused =
+            check_internal_partitions("primary", "kmirror-leader.b.internal", 3, Some(why))
+                .expect_err("three partitions");
+        let text = refused.to_string();
+        for part in [
+            "kmirror-leader.b.internal",
+            "cluster primary",
+            "3 partitions",
+            why,
+            "delete it",
+        ] {
+            assert!(text.contains(part), "{text}");
+        }
+        assert_eq!(
+            check_internal_partitions("backup", "heartbeats", 3, None),
+            Ok(()),
+            "heartbeats: any"
+        );
     }
 }

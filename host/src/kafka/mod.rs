@@ -11,12 +11,13 @@
 //! - [`secrets`]: properties shown by an allow-list, error text scrubbed, offline checks.
 
 pub mod admin;
+pub mod assignment;
 pub mod clients;
 pub mod groups;
 pub mod internal;
 pub mod secrets;
 
-pub use admin::{Committed, GroupInfo, TopicConfigEntry, TopicSpec};
+pub use admin::{Committed, Creation, GroupInfo, TopicConfigEntry, TopicSpec};
 
 use rdkafka::ClientConfig;
 use rdkafka::admin::AdminClient;

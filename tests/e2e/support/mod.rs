@@ -189,6 +189,14 @@ impl Kmirror {
         }
     }
 
+    /// Waits up to `timeout` for it to exit by itself; its exit code, `None` if it still runs.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let child = self.child.as_mut()?;
+        let status = poll_until(timeout, || child.try_wait().ok().flatten())?;
+        self.child = None;
+        status.code()
+    }
+
     /// Sends SIGHUP (reload the configuration).
     pub fn hup(&self) {
         if let Some(child) = &self.child {

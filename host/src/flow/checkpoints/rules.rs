@@ -22,6 +22,46 @@ pub fn should_emit(last: Option<&Checkpoint>, next: &Checkpoint) -> bool {
     }
 }
 
+/// What becomes of a translated checkpoint `next`, given the `last` one of its key and
+/// whether that one was `confirmed` by this process (emitted, or derived again from the
+/// syncs as they are now). A checkpoint reloaded after a restart is not: it was made from
+/// syncs that may no longer hold (the target topic recreated meanwhile, its epoch lost), so
+/// any other translation replaces it, even a lower one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Emit `next`.
+    Emit,
+    /// `last` is confirmed as it is.
+    Confirm,
+    /// Nothing to do.
+    Keep,
+}
+
+/// See [`Verdict`].
+pub fn verdict(last: Option<&Checkpoint>, confirmed: bool, next: &Checkpoint) -> Verdict {
+    match last {
+        Some(l) if !confirmed => {
+            if l.upstream == next.upstream && l.downstream == next.downstream {
+                Verdict::Confirm
+            } else {
+                Verdict::Emit
+            }
+        }
+        _ if should_emit(last, next) => Verdict::Emit,
+        _ => Verdict::Keep,
+    }
+}
+
+/// The end a checkpoint's target offset may not pass: the target partition's end as the
+/// cluster reports it, or past the newest record the syncs describe if that is later (some
+/// brokers report an end that lags by up to a batch). `None`: unknown.
+pub fn checkpoint_bound(target_end: Option<i64>, newest_synced: Option<i64>) -> Option<i64> {
+    match (target_end, newest_synced.map(|d| d + 1)) {
+        (Some(e), Some(n)) => Some(e.max(n)),
+        (e, n) => e.or(n),
+    }
+}
+
 /// The checkpoint of `group`'s committed offset `c`, translated to `downstream`, named as
 /// the topic's route names it on the target (MM2's `renameTopicPartition`: discovery never
 /// mirrors a topic that came from the target, so the route's name is the formatted remote
@@ -84,6 +124,40 @@ mod tests {
             should_emit(Some(&cp(10, 5)), &cp(3, 2)),
             "the upstream group rewound"
         );
+    }
+
+    #[test]
+    fn a_reloaded_checkpoint_is_replaced_by_any_other_translation() {
+        let stale = cp(100, 5000);
+        assert_eq!(
+            verdict(Some(&stale), false, &cp(100, 40)),
+            Verdict::Emit,
+            "the target topic was recreated: the lower translation replaces it"
+        );
+        assert_eq!(
+            verdict(Some(&stale), false, &cp(100, 5000)),
+            Verdict::Confirm
+        );
+        assert_eq!(
+            verdict(Some(&stale), true, &cp(100, 40)),
+            Verdict::Keep,
+            "confirmed: only forward (or a rewound group)"
+        );
+        assert_eq!(verdict(Some(&stale), true, &cp(120, 5010)), Verdict::Emit);
+        assert_eq!(verdict(None, false, &cp(1, 1)), Verdict::Emit);
+    }
+
+    #[test]
+    fn the_bound_is_the_later_of_the_end_and_the_newest_synced_record() {
+        assert_eq!(
+            checkpoint_bound(Some(101), Some(136)),
+            Some(137),
+            "an end lagging by a batch"
+        );
+        assert_eq!(checkpoint_bound(Some(30), Some(9)), Some(30));
+        assert_eq!(checkpoint_bound(None, Some(9)), Some(10));
+        assert_eq!(checkpoint_bound(Some(5), None), Some(5));
+        assert_eq!(checkpoint_bound(None, None), None);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::kafka::{Cluster, KafkaError};
 use futures::StreamExt;
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::message::Message;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -80,6 +80,8 @@ pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
     let mut cp = Checkpointer {
         epochs: HashMap::new(),
         last: HashMap::new(),
+        confirmed: HashSet::new(),
+        bounds: HashMap::new(),
         clients: HashMap::new(),
         accepted: Vec::new(),
         listed_at: None,
@@ -135,6 +137,7 @@ pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
             match sent {
                 Ok(_) => {
                     cp.ctx.telemetry.add(Counter::Checkpoints, 1);
+                    cp.confirmed.insert(rules::key(&c));
                     cp.last.insert(rules::key(&c), c);
                 }
                 Err(e) => cp.ctx.telemetry.note_error("emit checkpoint", e.kind(), &e),
@@ -153,18 +156,25 @@ pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
     }
 }
 
-/// A translation, and the oldest target offset its syncs describe.
+/// A translation, and the oldest and newest target offsets its syncs describe.
 struct Translated {
     offset: i64,
     epoch: u64,
     oldest_downstream: Option<i64>,
+    newest_downstream: Option<i64>,
 }
 
 struct Checkpointer {
     ctx: CheckpointContext,
     /// The store's epoch per source partition when its checkpoints were made.
     epochs: HashMap<(String, i32), u64>,
+    /// The last checkpoint per key: emitted by this process, or reloaded at its start.
     last: HashMap<CheckpointKey, Checkpoint>,
+    /// The keys whose last checkpoint this process emitted or derived again from the syncs
+    /// as they are now; only those are synced to target groups.
+    confirmed: HashSet<CheckpointKey>,
+    /// The end no checkpoint of a target partition may pass, as of the last pass.
+    bounds: HashMap<(String, i32), i64>,
     clients: HashMap<(bool, String), Arc<BaseConsumer>>,
     accepted: Vec<String>,
     listed_at: Option<Instant>,
@@ -288,12 +298,14 @@ impl Checkpointer {
                     .filter_map(|c| {
                         let t = store.translation(&c.topic, c.partition, c.offset)?;
                         let oldest = store.oldest_downstream(&c.topic, c.partition);
+                        let newest = store.newest_downstream(&c.topic, c.partition);
                         Some((
                             c,
                             Translated {
                                 offset: t.offset,
                                 epoch: t.epoch,
                                 oldest_downstream: oldest,
+                                newest_downstream: newest,
                             },
                         ))
                     })
@@ -304,15 +316,29 @@ impl Checkpointer {
                 let Some(route) = routes.get(&c.topic) else {
                     continue;
                 };
-                let end = ends.get(&(route.target.clone(), c.partition)).copied();
+                let target = (route.target.clone(), c.partition);
+                let end = ends.get(&target).copied();
                 if !rules::syncs_match_target(end, t.oldest_downstream) {
                     continue;
+                }
+                let bound = rules::checkpoint_bound(end, t.newest_downstream);
+                if let Some(b) = bound {
+                    self.bounds.insert(target, b);
+                }
+                if bound.is_some_and(|b| t.offset > b) {
+                    continue; // never beyond the partition's end
                 }
                 let Some(next) = rules::checkpoint(&routes, &group, c, t.offset) else {
                     continue;
                 };
-                if rules::should_emit(self.last.get(&rules::key(&next)), &next) {
-                    out.push(next);
+                let key = rules::key(&next);
+                let confirmed = self.confirmed.contains(&key);
+                match rules::verdict(self.last.get(&key), confirmed, &next) {
+                    rules::Verdict::Emit => out.push(next),
+                    rules::Verdict::Confirm => {
+                        self.confirmed.insert(key);
+                    }
+                    rules::Verdict::Keep => {}
                 }
             }
         }
@@ -351,16 +377,23 @@ impl Checkpointer {
             if let Some(route) = routes.get(topic) {
                 self.last
                     .retain(|k, _| !(k.1 == route.target && k.2 == partition));
+                self.confirmed
+                    .retain(|k| !(k.1 == route.target && k.2 == partition));
                 tracing::info!(flow = %self.ctx.telemetry.flow, topic, partition, "offset syncs were reset; checkpoints start over");
             }
         }
     }
 
-    /// Commits checkpoints to idle target groups where the target is behind.
+    /// Commits checkpoints to idle target groups where the target is behind: only those
+    /// this process confirmed, and never beyond the partition's end.
     async fn sync_groups(&mut self) {
         let mut by_group: BTreeMap<String, Vec<Checkpoint>> = BTreeMap::new();
-        for c in self.last.values() {
-            if self.accepted.contains(&c.group) {
+        for (k, c) in &self.last {
+            let within = self
+                .bounds
+                .get(&(c.topic.clone(), c.partition))
+                .is_some_and(|b| c.downstream <= *b);
+            if self.accepted.contains(&c.group) && self.confirmed.contains(k) && within {
                 by_group.entry(c.group.clone()).or_default().push(c.clone());
             }
         }

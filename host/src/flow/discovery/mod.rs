@@ -4,12 +4,16 @@
 //! checkpoint task.
 //!
 //! - [`rules`]: the decisions and the plan, as pure functions.
-//! - [`task`]: the loop that lists both clusters, applies the plan and publishes routes.
+//! - [`task`]: the loop that lists both clusters, applies the plan (creating, growing and
+//!   configuring target topics) and publishes routes; [`clusters`]: what it needs of the
+//!   clusters, as a trait; [`claims`]: the target topics the daemon's flows mirror into.
 
+pub mod claims;
+pub mod clusters;
 pub mod rules;
 pub mod task;
 
 pub use rules::{
-    Action, Decision, Plan, Problem, SkipReason, Snapshot, decide, decide_all, describe, is_cycle,
-    plan,
+    Action, Decision, Plan, Problem, SkipReason, Snapshot, decide, decide_all, degrades, describe,
+    is_cycle, plan,
 };

@@ -235,6 +235,64 @@ pub enum Problem {
         /// Target partitions.
         target_partitions: i32,
     },
+    /// Creating the target topic failed: the source topic is not mirrored until it works.
+    CreateFailed {
+        /// The source topic.
+        source: String,
+        /// The target topic.
+        target: String,
+        /// Why.
+        error: String,
+    },
+    /// Growing the target topic failed: only the partitions it has are mirrored.
+    GrowFailed {
+        /// The target topic.
+        target: String,
+        /// Its partitions.
+        from: i32,
+        /// The source's.
+        to: i32,
+        /// Why.
+        error: String,
+    },
+    /// The source topic's configs could not be read or filtered: its target topic is not
+    /// created without them (a compacted topic would become a deleting one).
+    ConfigsUnreadable {
+        /// The source topic.
+        source: String,
+        /// Why.
+        error: String,
+    },
+    /// Syncing an existing target topic's configs failed.
+    ConfigSyncFailed {
+        /// The target topic.
+        target: String,
+        /// Why.
+        error: String,
+    },
+    /// Another flow of this daemon mirrors into the same target topic: neither does.
+    OtherFlow {
+        /// The source topic.
+        source: String,
+        /// The target topic.
+        target: String,
+        /// The other flows.
+        flows: Vec<String>,
+    },
+}
+
+/// Whether a problem makes the flow degraded (something it should do does not happen), not
+/// only something to report.
+pub fn degrades(problem: &Problem) -> bool {
+    matches!(
+        problem,
+        Problem::CreateFailed { .. }
+            | Problem::GrowFailed { .. }
+            | Problem::ConfigsUnreadable { .. }
+            | Problem::ConfigSyncFailed { .. }
+            | Problem::OtherFlow { .. }
+            | Problem::Collision { .. }
+    )
 }
 
 /// What a discovery pass decided.
@@ -374,6 +432,35 @@ pub fn describe(problem: &Problem) -> String {
             target_partitions,
         } => format!(
             "target topic {target} has {target_partitions} partitions, more than the source's {source_partitions}"
+        ),
+        Problem::CreateFailed {
+            source,
+            target,
+            error,
+        } => format!(
+            "source topic {source} is not mirrored: creating target topic {target} failed (tried again at the next pass): {error}"
+        ),
+        Problem::GrowFailed {
+            target,
+            from,
+            to,
+            error,
+        } => format!(
+            "target topic {target} could not be grown from {from} to {to} partitions (tried again at the next pass; partitions {from}.. are not mirrored meanwhile): {error}"
+        ),
+        Problem::ConfigsUnreadable { source, error } => format!(
+            "source topic {source} is not mirrored yet: its configs could not be read or filtered, and its target topic is not created without them (tried again at the next pass): {error}"
+        ),
+        Problem::ConfigSyncFailed { target, error } => {
+            format!("the configs of target topic {target} could not be synced: {error}")
+        }
+        Problem::OtherFlow {
+            source,
+            target,
+            flows,
+        } => format!(
+            "source topic {source} is not mirrored: flow(s) {} also mirror into target topic {target}, and two sources in one topic would mix their records and offsets",
+            flows.join(", ")
         ),
     }
 }

@@ -1,67 +1,66 @@
 //! The discovery loop: lists both clusters at start and every `refresh_topics_interval`,
 //! decides new source topics through the plugins (cached per name, so a plugin is asked
 //! about each name once), applies the plan to the target and publishes the routes.
+//!
+//! Only the leader changes the target. A topic is created only with its configs (when
+//! they are copied): if they cannot be read or filtered, it waits. What could not be done
+//! (a creation, a growth, a config sync, a name another flow of this daemon also uses) is
+//! a problem that makes the flow degraded, and is tried again at the next pass. Every
+//! `sync_topic_configs_interval` the leader syncs existing target topics' configs (MM2's
+//! `sync.topic.configs`). A pass whose plugins were replaced while it ran is dropped before
+//! it publishes anything, so a reload review always sees what is mirrored.
 
+use super::claims::TargetClaims;
+use super::clusters::Clusters;
 use super::rules::{self, Action, Decision, Plan, Problem, SkipReason, Snapshot};
 use crate::flow::Routes;
 use crate::flow::plugins::FlowPlugins;
 use crate::flow::telemetry::{Counter, FlowTelemetry};
-use crate::kafka::{Cluster, TopicSpec};
-use std::collections::BTreeMap;
+use crate::kafka::{Creation, KafkaError, TopicSpec};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// What the discovery loop works with.
-pub struct DiscoveryContext {
-    /// The source cluster.
-    pub source: Cluster,
-    /// The target cluster.
-    pub target: Cluster,
+pub struct DiscoveryContext<C> {
+    /// The source and target clusters.
+    pub clusters: C,
     /// The flow's plugins.
     pub plugins: FlowPlugins,
     /// How often to list.
     pub interval: Duration,
     /// Replication factor of created topics (`None`: the broker's default).
     pub replication_factor: Option<i32>,
-    /// Whether created topics get the source's filtered configs.
-    pub sync_topic_configs: bool,
+    /// How often existing target topics' configs are synced; `None`: configs are not
+    /// copied at all (not even to created topics).
+    pub sync_topic_configs: Option<Duration>,
     /// Counters and status.
     pub telemetry: Arc<FlowTelemetry>,
     /// The replication policy's name, for messages.
     pub policy_name: String,
     /// Whether this instance leads the flow (only the leader changes the target).
     pub leader: watch::Receiver<bool>,
+    /// The target topics the daemon's flows mirror into.
+    pub claims: TargetClaims,
 }
 
 /// Runs discovery until `shutdown`, publishing every change of the routes on `routes`.
-pub async fn run(
-    ctx: DiscoveryContext,
+pub async fn run<C: Clusters>(
+    ctx: DiscoveryContext<C>,
     routes: watch::Sender<Routes>,
     shutdown: CancellationToken,
 ) {
     let interval = ctx.interval;
-    let generation = ctx.plugins.generation();
-    let mut discovery = Discovery {
-        ctx,
-        decisions: BTreeMap::new(),
-        undecided: BTreeMap::new(),
-        mirrored: Routes::new(),
-        generation,
-    };
+    let mut discovery = Discovery::new(ctx);
     loop {
-        if let Some(next) = discovery.pass().await {
-            routes.send_if_modified(|current| {
-                let changed = *current != next;
-                *current = next;
-                changed
-            });
-        }
+        discovery.pass(&routes).await;
         discovery.ctx.telemetry.tick("discovery", interval);
         tokio::select! {
             _ = shutdown.cancelled() => {
                 discovery.ctx.telemetry.loop_ended("discovery");
+                discovery.ctx.claims.release(&discovery.ctx.telemetry.flow);
                 return;
             }
             _ = tokio::time::sleep(interval) => {}
@@ -72,38 +71,50 @@ pub async fn run(
 /// How long a topic a plugin failed on waits before it is asked again.
 const RETRY_UNDECIDED: Duration = Duration::from_secs(60);
 
-struct Discovery {
-    ctx: DiscoveryContext,
+/// One flow's discovery state.
+pub struct Discovery<C> {
+    /// What it works with.
+    pub ctx: DiscoveryContext<C>,
     /// Topics a plugin failed on: when to ask again, and the error.
     undecided: BTreeMap<String, (Instant, String)>,
     /// Cached per name; a plugin is asked about each name once.
     decisions: BTreeMap<String, Decision>,
-    /// What the last pass mirrored.
+    /// What the last published pass mirrored.
     mirrored: Routes,
     /// The plugins' generation the decisions were made with.
     generation: u64,
+    /// When existing target topics' configs were last synced.
+    configs_synced: Option<Instant>,
 }
 
-impl Discovery {
-    /// One pass; `None` when a cluster could not be listed (the last routes stay).
-    async fn pass(&mut self) -> Option<Routes> {
+impl<C: Clusters> Discovery<C> {
+    /// Discovery with nothing decided yet.
+    pub fn new(ctx: DiscoveryContext<C>) -> Self {
+        let generation = ctx.plugins.generation();
+        Discovery {
+            ctx,
+            undecided: BTreeMap::new(),
+            decisions: BTreeMap::new(),
+            mirrored: Routes::new(),
+            generation,
+            configs_synced: None,
+        }
+    }
+
+    /// One pass; publishes on `routes` what it mirrors, unless a cluster could not be
+    /// listed (the last routes stay) or the plugins were replaced while it ran (it is
+    /// dropped; the next pass decides again). Returns whether it published.
+    pub async fn pass(&mut self, routes: &watch::Sender<Routes>) -> bool {
         let telemetry = self.ctx.telemetry.clone();
-        let (src, dst) = (&self.ctx.source, &self.ctx.target);
-        let (source, target) = tokio::join!(src.topics(), dst.topics());
-        let listed = |cluster: &Cluster, operation, r| match r {
-            Ok(t) => {
-                telemetry.reached(&cluster.alias);
-                Some(t)
-            }
-            Err(e) => {
-                telemetry.unreachable(&cluster.alias, &e);
-                telemetry.note_error(operation, crate::kafka::KafkaError::kind(&e), &e);
-                None
-            }
+        let (source, target) = tokio::join!(
+            self.ctx.clusters.source_topics(),
+            self.ctx.clusters.target_topics()
+        );
+        let source = self.listed(true, "list source topics", source);
+        let target = self.listed(false, "list target topics", target);
+        let (Some(source), Some(mut target)) = (source, target) else {
+            return false;
         };
-        let source = listed(src, "list source topics", source);
-        let target = listed(dst, "list target topics", target);
-        let (source, mut target) = (source?, target?);
         let generation = self.ctx.plugins.generation();
         if generation != self.generation {
             // The plugins were replaced: every topic is decided again by the new ones.
@@ -112,39 +123,11 @@ impl Discovery {
             self.undecided.clear();
             self.generation = generation;
         }
-        let now = Instant::now();
-        self.undecided
-            .retain(|t, (retry_at, _)| source.contains_key(t) && *retry_at > now);
-        let new: Vec<String> = source
-            .keys()
-            .filter(|t| !self.decisions.contains_key(*t) && !self.undecided.contains_key(*t))
-            .cloned()
-            .collect();
-        if !new.is_empty() {
-            // Fail safe: an undecided topic is not mirrored; it is asked again later.
-            match self.ctx.plugins.batch(&new, rules::decide_with).await {
-                // Decided by plugins replaced meanwhile: decided again next pass.
-                Ok(_) if self.ctx.plugins.generation() != self.generation => {}
-                Ok(decided) => {
-                    for (topic, e) in decided.failed {
-                        telemetry.add(Counter::UndecidedTopics, 1);
-                        telemetry.note_error("decide a topic", e.kind(), &e);
-                        self.undecided
-                            .insert(topic, (now + RETRY_UNDECIDED, e.to_string()));
-                    }
-                    for (topic, d) in &decided.decisions {
-                        if matches!(d, Decision::Skip(SkipReason::InvalidName(_))) {
-                            telemetry.add(Counter::RefusedNames, 1);
-                            tracing::error!(flow = %telemetry.flow, topic = %topic, plugin = %self.ctx.policy_name, "the replication policy gave an unusable name; the topic is not mirrored");
-                        }
-                    }
-                    self.decisions.extend(decided.decisions);
-                }
-                Err(e) => telemetry.note_error("topic filter / replication policy", e.kind(), &e),
-            }
-        }
+        self.decide_new(&source).await;
         let mut plan = rules::plan(&source, &target, &self.decisions, &self.mirrored);
-        if !*self.ctx.leader.borrow() {
+        self.refuse_claimed(&mut plan);
+        let leader = *self.ctx.leader.borrow();
+        if !leader {
             rules::without_changes(&mut plan);
         }
         for (topic, (_, error)) in &self.undecided {
@@ -154,14 +137,303 @@ impl Discovery {
             });
         }
         self.apply(&mut plan, &mut target).await;
+        if leader {
+            self.sync_configs(&mut plan, &target).await;
+        }
+        self.publish(plan, generation, routes)
+    }
+
+    fn listed(
+        &self,
+        source: bool,
+        operation: &'static str,
+        listed: Result<Snapshot, KafkaError>,
+    ) -> Option<Snapshot> {
+        let telemetry = &self.ctx.telemetry;
+        let alias = if source {
+            self.ctx.clusters.source_alias()
+        } else {
+            self.ctx.clusters.target_alias()
+        };
+        match listed {
+            Ok(t) => {
+                telemetry.reached(alias);
+                Some(t)
+            }
+            Err(e) => {
+                telemetry.unreachable(alias, &e);
+                telemetry.note_error(operation, e.kind(), &e);
+                None
+            }
+        }
+    }
+
+    /// Decides the source topics not decided yet (fail safe: an undecided topic is not
+    /// mirrored; it is asked again later).
+    async fn decide_new(&mut self, source: &Snapshot) {
+        let telemetry = self.ctx.telemetry.clone();
+        let now = Instant::now();
+        self.undecided
+            .retain(|t, (retry_at, _)| source.contains_key(t) && *retry_at > now);
+        let new: Vec<String> = source
+            .keys()
+            .filter(|t| !self.decisions.contains_key(*t) && !self.undecided.contains_key(*t))
+            .cloned()
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        match self.ctx.plugins.batch(&new, rules::decide_with).await {
+            // Decided by plugins replaced meanwhile: decided again next pass.
+            Ok(_) if self.ctx.plugins.generation() != self.generation => {}
+            Ok(decided) => {
+                for (topic, e) in decided.failed {
+                    telemetry.add(Counter::UndecidedTopics, 1);
+                    telemetry.note_error("decide a topic", e.kind(), &e);
+                    self.undecided
+                        .insert(topic, (now + RETRY_UNDECIDED, e.to_string()));
+                }
+                for (topic, d) in &decided.decisions {
+                    if matches!(d, Decision::Skip(SkipReason::InvalidName(_))) {
+                        telemetry.add(Counter::RefusedNames, 1);
+                        tracing::error!(flow = %telemetry.flow, topic = %topic, plugin = %self.ctx.policy_name, "the replication policy gave an unusable name; the topic is not mirrored");
+                    }
+                }
+                self.decisions.extend(decided.decisions);
+            }
+            Err(e) => telemetry.note_error("topic filter / replication policy", e.kind(), &e),
+        }
+    }
+
+    /// Leaves out every topic whose target name another flow of this daemon also wants.
+    fn refuse_claimed(&self, plan: &mut Plan) {
+        let wanted: BTreeSet<String> = plan.mirror.values().map(|r| r.target.clone()).collect();
+        let conflicts = self.ctx.claims.claim(
+            &self.ctx.telemetry.flow,
+            self.ctx.clusters.target_alias(),
+            wanted,
+        );
+        if conflicts.is_empty() {
+            return;
+        }
+        let refused: Vec<(String, String)> = plan
+            .mirror
+            .iter()
+            .filter(|(_, r)| conflicts.contains_key(&r.target))
+            .map(|(s, r)| (s.clone(), r.target.clone()))
+            .collect();
+        for (source, target) in refused {
+            plan.mirror.remove(&source);
+            plan.actions.retain(|a| match a {
+                Action::CreateTopic { source: s, .. } | Action::AddPartitions { source: s, .. } => {
+                    *s != source
+                }
+            });
+            let flows = conflicts.get(&target).cloned().unwrap_or_default();
+            plan.problems.push(Problem::OtherFlow {
+                source,
+                target,
+                flows,
+            });
+        }
+    }
+
+    /// Creates and grows target topics; what could not be done is not replicated, and is
+    /// a problem until it works.
+    async fn apply(&self, plan: &mut Plan, target: &mut Snapshot) {
+        let telemetry = &self.ctx.telemetry;
+        let mut specs = Vec::new();
+        for action in std::mem::take(&mut plan.actions) {
+            match action {
+                Action::CreateTopic {
+                    source,
+                    target: name,
+                    partitions,
+                } => match self.configs_for(&source).await {
+                    Ok(configs) => specs.push(TopicSpec {
+                        name,
+                        partitions,
+                        replication_factor: self.ctx.replication_factor,
+                        configs,
+                    }),
+                    Err(error) => {
+                        plan.mirror.remove(&source);
+                        plan.problems
+                            .push(Problem::ConfigsUnreadable { source, error });
+                    }
+                },
+                Action::AddPartitions {
+                    source,
+                    target: name,
+                    from,
+                    to,
+                } => match self.ctx.clusters.add_partitions(name.clone(), to).await {
+                    Ok(()) => {
+                        tracing::info!(flow = %telemetry.flow, topic = %name, from, to, "added partitions to the target");
+                        target.insert(name, to);
+                    }
+                    Err(e) => {
+                        telemetry.note_error("add partitions", e.kind(), &e);
+                        // Replicate the partitions the target has.
+                        if let Some(route) = plan.mirror.get_mut(&source) {
+                            route.partitions = from;
+                        }
+                        plan.problems.push(Problem::GrowFailed {
+                            target: name,
+                            from,
+                            to,
+                            error: e.to_string(),
+                        });
+                    }
+                },
+            }
+        }
+        if specs.is_empty() {
+            return;
+        }
+        let mut existed = Vec::new();
+        for (name, result) in self.ctx.clusters.create_topics(specs).await {
+            match result {
+                Ok(Creation::Created) => {
+                    tracing::info!(flow = %telemetry.flow, topic = %name, "created target topic")
+                }
+                Ok(Creation::Existed) => existed.push(name),
+                Err(e) => {
+                    telemetry.note_error("create topic", e.kind(), &e);
+                    let sources: Vec<String> = plan
+                        .mirror
+                        .iter()
+                        .filter(|(_, r)| r.target == name)
+                        .map(|(s, _)| s.clone())
+                        .collect();
+                    for source in sources {
+                        plan.mirror.remove(&source);
+                        plan.problems.push(Problem::CreateFailed {
+                            source,
+                            target: name.clone(),
+                            error: e.to_string(),
+                        });
+                    }
+                }
+            }
+        }
+        if !existed.is_empty() {
+            self.cap_to_existing(plan, target, &existed).await;
+        }
+    }
+
+    /// Topics another client created meanwhile: mirror only the partitions they have (the
+    /// next pass grows them if the source has more).
+    async fn cap_to_existing(&self, plan: &mut Plan, target: &mut Snapshot, existed: &[String]) {
+        let listed = self.ctx.clusters.target_topics().await;
+        for name in existed {
+            let have = listed.as_ref().ok().and_then(|t| t.get(name)).copied();
+            for route in plan.mirror.values_mut().filter(|r| r.target == *name) {
+                // Unknown: mirror nothing of it until the next pass lists it.
+                route.partitions = have.map_or(0, |h| h.min(route.partitions));
+            }
+            if let Some(h) = have {
+                target.insert(name.clone(), h);
+            }
+            tracing::info!(flow = %self.ctx.telemetry.flow, topic = %name, partitions = ?have, "the target topic existed already");
+        }
+        plan.mirror.retain(|_, r| r.partitions > 0);
+    }
+
+    /// The source topic's configs that pass the config-property filter; an error when they
+    /// cannot be read or filtered (the topic is then not created: MM2 aborts too).
+    async fn configs_for(&self, topic: &str) -> Result<Vec<(String, String)>, String> {
+        if self.ctx.sync_topic_configs.is_none() {
+            return Ok(Vec::new());
+        }
+        let telemetry = &self.ctx.telemetry;
+        let entries = self
+            .ctx
+            .clusters
+            .source_configs(topic.to_string())
+            .await
+            .map_err(|e| {
+                telemetry.note_error("describe topic configs", e.kind(), &e);
+                e.to_string()
+            })?;
+        self.ctx.plugins.filter_configs(entries).await.map_err(|e| {
+            telemetry.note_error("config-property filter", e.kind(), &e);
+            e.to_string()
+        })
+    }
+
+    /// Every `sync_topic_configs_interval`: existing target topics get the source's
+    /// filtered configs where they differ.
+    async fn sync_configs(&mut self, plan: &mut Plan, target: &Snapshot) {
+        let Some(every) = self.ctx.sync_topic_configs else {
+            return;
+        };
+        if self.configs_synced.is_some_and(|t| t.elapsed() < every) {
+            return;
+        }
+        self.configs_synced = Some(Instant::now());
+        let routes: Vec<(String, String)> = plan
+            .mirror
+            .iter()
+            .filter(|(_, r)| target.contains_key(&r.target))
+            .map(|(s, r)| (s.clone(), r.target.clone()))
+            .collect();
+        for (source, name) in routes {
+            if let Err(error) = self.sync_one(&source, &name).await {
+                plan.problems.push(Problem::ConfigSyncFailed {
+                    target: name,
+                    error,
+                });
+            }
+        }
+    }
+
+    async fn sync_one(&self, source: &str, target: &str) -> Result<(), String> {
+        let desired: BTreeMap<String, String> =
+            self.configs_for(source).await?.into_iter().collect();
+        let current = self
+            .ctx
+            .clusters
+            .target_overrides(target.to_string())
+            .await
+            .map_err(|e| e.to_string())?;
+        if desired == current {
+            return Ok(());
+        }
+        self.ctx
+            .clusters
+            .set_target_configs(target.to_string(), desired.into_iter().collect())
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::info!(flow = %self.ctx.telemetry.flow, topic = %target, source, "synced the target topic's configs from the source");
+        Ok(())
+    }
+
+    /// Publishes the pass — unless the plugins were replaced since it started, when it is
+    /// dropped: its decisions were made by the old ones, and a reload review (which holds
+    /// the same lock) must never miss a topic mirrored under an old name.
+    fn publish(&mut self, plan: Plan, generation: u64, routes: &watch::Sender<Routes>) -> bool {
+        let telemetry = self.ctx.telemetry.clone();
+        let _publishing = self.ctx.plugins.publishing();
+        if self.ctx.plugins.generation() != generation {
+            tracing::info!(flow = %telemetry.flow, "plugins replaced during the pass; it is dropped and decided again");
+            return false;
+        }
         for problem in &plan.problems {
             self.report(problem);
         }
         let problems: Vec<String> = plan.problems.iter().map(rules::describe).collect();
+        let failing: Vec<String> = plan
+            .problems
+            .iter()
+            .filter(|p| rules::degrades(p))
+            .map(rules::describe)
+            .collect();
         telemetry.update(|s| {
             s.state = "running";
             s.mirrored = plan.mirror.clone();
             s.problems = problems;
+            s.discovery_failures = failing;
             s.last_discovery_ms = Some(crate::flow::telemetry::now_ms());
         });
         if plan.mirror != self.mirrored {
@@ -173,82 +445,12 @@ impl Discovery {
             tracing::info!(flow = %telemetry.flow, topics = plan.mirror.len(), mirroring = %names.join(", "), "mirrored topics changed");
         }
         self.mirrored = plan.mirror.clone();
-        Some(plan.mirror)
-    }
-
-    /// Creates and grows target topics; what could not be done is not replicated.
-    async fn apply(&self, plan: &mut Plan, target: &mut Snapshot) {
-        let telemetry = &self.ctx.telemetry;
-        let mut specs = Vec::new();
-        for action in &plan.actions {
-            match action {
-                Action::CreateTopic {
-                    source,
-                    target: name,
-                    partitions,
-                } => specs.push(TopicSpec {
-                    name: name.clone(),
-                    partitions: *partitions,
-                    replication_factor: self.ctx.replication_factor,
-                    configs: self.configs_for(source).await,
-                }),
-                Action::AddPartitions {
-                    source,
-                    target: name,
-                    from,
-                    to,
-                } => match self.ctx.target.add_partitions(name, *to).await {
-                    Ok(()) => {
-                        tracing::info!(flow = %telemetry.flow, topic = %name, from, to, "added partitions to the target");
-                        target.insert(name.clone(), *to);
-                    }
-                    Err(e) => {
-                        telemetry.note_error("add partitions", e.kind(), &e);
-                        // Replicate the partitions the target has.
-                        if let Some(route) = plan.mirror.get_mut(source) {
-                            route.partitions = *from;
-                        }
-                    }
-                },
-            }
-        }
-        if specs.is_empty() {
-            return;
-        }
-        for (name, result) in self.ctx.target.create_topics(&specs).await {
-            match result {
-                Ok(()) => {
-                    tracing::info!(flow = %telemetry.flow, topic = %name, "created target topic")
-                }
-                Err(e) => {
-                    telemetry.note_error("create topic", e.kind(), &e);
-                    plan.mirror.retain(|_, r| r.target != name);
-                }
-            }
-        }
-    }
-
-    /// The source topic's configs that pass the config-property filter.
-    async fn configs_for(&self, topic: &str) -> Vec<(String, String)> {
-        if !self.ctx.sync_topic_configs {
-            return Vec::new();
-        }
-        let telemetry = &self.ctx.telemetry;
-        let entries = match self.ctx.source.topic_configs(topic).await {
-            Ok(e) => e,
-            Err(e) => {
-                telemetry.note_error("describe topic configs", e.kind(), &e);
-                return Vec::new();
-            }
-        };
-        self.ctx
-            .plugins
-            .filter_configs(entries)
-            .await
-            .unwrap_or_else(|e| {
-                telemetry.note_error("config-property filter", e.kind(), &e);
-                Vec::new()
-            })
+        routes.send_if_modified(|current| {
+            let changed = *current != plan.mirror;
+            *current = plan.mirror;
+            changed
+        });
+        true
     }
 
     fn report(&self, problem: &Problem) {
@@ -258,8 +460,13 @@ impl Discovery {
         }
         let text = rules::describe(problem);
         match problem {
-            Problem::Collision { .. } => tracing::error!(flow = %telemetry.flow, "{text}"),
+            Problem::Collision { .. } | Problem::OtherFlow { .. } => {
+                tracing::error!(flow = %telemetry.flow, "{text}")
+            }
             _ => tracing::warn!(flow = %telemetry.flow, "{text}"),
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -263,6 +263,13 @@ impl OffsetSyncStore {
         p.dense.front().map(|e| e.down)
     }
 
+    /// The newest target offset the retained syncs of a partition describe: a record known
+    /// to be on the target (its end is past it).
+    pub fn newest_downstream(&self, topic: &str, partition: i32) -> Option<i64> {
+        let p = self.partitions.get(&(topic.to_string(), partition))?;
+        p.dense.back().map(|e| e.down)
+    }
+
     /// [`Self::translate`] with the epoch of the syncs used.
     pub fn translation(&self, topic: &str, partition: i32, g: i64) -> Option<Translation> {
         let p = self.partitions.get(&(topic.to_string(), partition))?;

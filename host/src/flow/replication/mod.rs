@@ -42,14 +42,19 @@ pub struct TaskShared {
     pub orphans: Arc<std::sync::Mutex<book::Orphans>>,
     /// The order they leave the group in at a graceful stop.
     pub leave: Arc<leave::LeaveOrder>,
+    /// Bumped when they are to rejoin the group (the leader found partitions without an
+    /// owner).
+    pub rejoin: watch::Receiver<u64>,
 }
 
 impl TaskShared {
-    /// For tasks whose graceful stop may wait up to `stop_bound` for their turn to leave.
-    pub fn new(stop_bound: Duration) -> Self {
+    /// For tasks whose graceful stop may wait up to `stop_bound` for their turn to leave,
+    /// rejoining the group whenever `rejoin` changes.
+    pub fn new(stop_bound: Duration, rejoin: watch::Receiver<u64>) -> Self {
         TaskShared {
             orphans: Arc::default(),
             leave: Arc::new(leave::LeaveOrder::new(stop_bound)),
+            rejoin,
         }
     }
 }
@@ -174,6 +179,7 @@ pub async fn run(
         session: session_id(),
         orphans: shared.orphans,
         leave: shared.leave,
+        rejoin: shared.rejoin,
     };
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let name = format!("kmirror-replicate-{}", ctx.settings.flow);

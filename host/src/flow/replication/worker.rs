@@ -59,6 +59,8 @@ pub struct WorkerContext {
     pub orphans: Arc<Mutex<Orphans>>,
     /// The order in which the instance's tasks leave the group at a graceful stop.
     pub leave: Arc<LeaveOrder>,
+    /// Changes when the task is to rejoin the group.
+    pub rejoin: watch::Receiver<u64>,
 }
 
 /// Commits progress through the group member on its own thread, one commit at a time, so
@@ -228,12 +230,14 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     let drain_timeout = s.drain_timeout;
     let mut subscribed: Vec<String> = Vec::new();
     let initial = ctx.routes.borrow_and_update().clone();
+    ctx.rejoin.borrow_and_update();
     resubscribe(&consumer, &core, initial, &mut subscribed, &ctx)?;
 
     let mut held: Option<(BorrowedMessage<'_>, Instant)> = None;
     let mut since_reports = 0u32;
     let mut next_tick = Instant::now() + flush;
     let mut stopping: Option<Instant> = None;
+    let mut rejoin = false;
     loop {
         if ctx.shutdown.is_cancelled() {
             // Keep mirroring until this task's turn to leave (see `LeaveOrder`).
@@ -245,6 +249,18 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
             {
                 break;
             }
+        }
+        if ctx.rejoin.has_changed().unwrap_or(false) {
+            ctx.rejoin.borrow_and_update();
+            rejoin = true;
+        }
+        if rejoin && held.is_none() {
+            // Leave (the revocation drains and commits) and join again: a new assignment.
+            rejoin = false;
+            consumer.unsubscribe();
+            subscribed.clear();
+            let routes = ctx.routes.borrow().clone();
+            resubscribe(&consumer, &core, routes, &mut subscribed, &ctx)?;
         }
         if ctx.routes.has_changed().unwrap_or(false) {
             let routes = ctx.routes.borrow_and_update().clone();

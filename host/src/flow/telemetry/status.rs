@@ -79,6 +79,9 @@ pub struct FlowStatus {
     pub mirrored: Routes,
     /// Problems found by the last discovery pass (collisions, vanished or shrunk topics).
     pub problems: Vec<String>,
+    /// The problems of the last discovery pass that make the flow degraded (a target topic
+    /// that could not be created, grown or configured; a name collision).
+    pub discovery_failures: Vec<String>,
     /// The last error, if any.
     pub last_error: Option<String>,
     /// Topic -> partition -> status, for the partitions this instance mirrors.
@@ -106,6 +109,9 @@ pub struct FlowStatus {
     /// Whether this instance leads the flow (discovery's changes, checkpoints, group offset
     /// sync, heartbeats).
     pub leader: bool,
+    /// Mirrored partitions no instance has owned for longer than two session timeouts
+    /// (`topic[partition]`; judged by the leader only).
+    pub unowned: Vec<String>,
     /// Liveness: each loop's last turn and how often it turns.
     #[serde(skip)]
     pub loops: BTreeMap<&'static str, (Instant, Duration)>,
@@ -185,6 +191,19 @@ impl FlowStatus {
                     ));
                 }
             }
+        }
+        if !self.unowned.is_empty() {
+            let shown: Vec<&str> = self.unowned.iter().take(10).map(String::as_str).collect();
+            let more = self.unowned.len().saturating_sub(shown.len());
+            reasons.push(format!(
+                "{} mirrored partition(s) have had no owner for longer than two session timeouts: {}{} (the members were asked to rejoin the group)",
+                self.unowned.len(),
+                shown.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            ));
+        }
+        for failure in &self.discovery_failures {
+            reasons.push(format!("discovery: {failure}"));
         }
         if let Some(why) = &self.replicator_restarting {
             reasons.push(format!("replication is restarting: {why}"));
@@ -271,6 +290,8 @@ mod tests {
             },
         );
         s.oldest_unacked_ms = Some(45_000);
+        s.discovery_failures = vec!["creating target topic primary.t failed".into()];
+        s.unowned = vec!["t[3]".into()];
         let h = s.health(Instant::now(), 40_000, Duration::from_secs(30));
         assert_eq!(h.state, "degraded");
         let all = h.reasons.join("\n");
@@ -281,6 +302,8 @@ mod tests {
             "storing progress fails: coordinator gone",
             "cluster backup unreachable for 40s: connection refused",
             "the target has not acknowledged records for 45s",
+            "discovery: creating target topic primary.t failed",
+            "1 mirrored partition(s) have had no owner for longer than two session timeouts: t[3]",
         ] {
             assert!(all.contains(want), "missing {want:?} in {all}");
         }

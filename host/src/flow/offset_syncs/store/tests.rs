@@ -305,3 +305,65 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_former_owners_late_syncs_are_refused() {
+    // Owner A (generation 5) mirrors 0..=50, stalls with 51..=60 queued; B (generation 7)
+    // takes over from 51 and mirrors 51..=150; A resumes, its queued copies land after B's
+    // (down 151..=160) and its syncs arrive late; B goes on after A's copies.
+    let m = |session, seq, generation| {
+        Some(SyncMarker {
+            generation: Some(generation),
+            ..SyncMarker::new(session, seq)
+        })
+    };
+    let mut store = OffsetSyncStore::new();
+    store.add(&sync(0, 0), m(1, 0, 5)).unwrap();
+    store.add(&sync(50, 50), m(1, 1, 5)).unwrap();
+    store.add(&sync(51, 51), m(2, 0, 7)).unwrap();
+    store.add(&sync(150, 150), m(2, 1, 7)).unwrap();
+    for late in [sync(51, 151), sync(60, 160)] {
+        assert!(
+            matches!(
+                store.add(&late, m(1, 2, 5)),
+                Err(Refused::StaleOwner {
+                    generation: 5,
+                    newest: 7,
+                    ..
+                })
+            ),
+            "{late:?}"
+        );
+    }
+    store.add(&sync(151, 161), m(2, 2, 7)).unwrap();
+    store.add(&sync(200, 210), m(2, 3, 7)).unwrap();
+    // A group at 70 reads B's copy of 70 next, not A's late copies (which would skip
+    // everything B wrote before them).
+    assert_eq!(store.translate("t", 0, 70), Some(70));
+    assert_eq!(store.translate("t", 0, 151), Some(161));
+    assert_eq!(store.translate("t", 0, 175), Some(185));
+}
+
+#[test]
+fn a_rewind_of_the_same_or_a_newer_owner_and_unmarked_syncs_are_accepted() {
+    let m = |generation| {
+        Some(SyncMarker {
+            generation: Some(generation),
+            ..SyncMarker::new(9, 0)
+        })
+    };
+    let mut store = OffsetSyncStore::new();
+    store.add(&sync(100, 100), m(4)).unwrap();
+    // The target topic recreated: a rewind by the same owner generation resets.
+    store.add(&sync(100, 0), m(4)).unwrap();
+    assert_eq!(store.translate("t", 0, 100), Some(0));
+    // A newer owner's rewind (the source re-mirrored from earlier) resets too.
+    store.add(&sync(50, 10), m(6)).unwrap();
+    assert_eq!(store.translate("t", 0, 50), Some(10));
+    // An older generation that does not rewind is a true, newer fact: accepted.
+    store.add(&sync(60, 20), m(5)).unwrap();
+    assert_eq!(store.translate("t", 0, 60), Some(20));
+    // MM2's syncs carry no marker: never refused.
+    store.add(&sync(1, 1), None).unwrap();
+    assert_eq!(store.translate("t", 0, 1), Some(1));
+}

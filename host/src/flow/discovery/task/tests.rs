@@ -1,0 +1,366 @@
+//! The discovery pass against scripted clusters: this broker (Tansu) serves neither
+//! CreatePartitions nor DescribeConfigs entries, and failures and races are easier to
+//! script than to provoke, so the pass's handling of them is tested here.
+
+use super::*;
+use crate::config::SyncsLocation;
+use crate::flow::Route;
+use crate::kafka::TopicConfigEntry;
+use std::sync::Mutex;
+
+#[derive(Default)]
+struct Fake {
+    source: Mutex<Snapshot>,
+    target: Mutex<Snapshot>,
+    /// The source topics' configs, or the error describing them gives.
+    configs: Mutex<Option<Result<Vec<TopicConfigEntry>, String>>>,
+    /// Target topic -> its own configs.
+    overrides: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
+    created: Mutex<Vec<TopicSpec>>,
+    altered: Mutex<Vec<(String, Vec<(String, String)>)>>,
+    fail_create: Mutex<Option<String>>,
+    fail_grow: Mutex<Option<String>>,
+    /// A creation finds the topic existing with this many partitions.
+    exists_with: Mutex<Option<i32>>,
+    /// Runs while a creation is under way (e.g. a reload swapping the plugins).
+    during_create: Mutex<Option<Box<dyn FnMut() + Send>>>,
+}
+
+fn error(message: &str) -> KafkaError {
+    KafkaError {
+        cluster: "backup".into(),
+        operation: "scripted".into(),
+        message: message.into(),
+    }
+}
+
+impl Clusters for Arc<Fake> {
+    fn source_alias(&self) -> &str {
+        "primary"
+    }
+    fn target_alias(&self) -> &str {
+        "backup"
+    }
+    async fn source_topics(&self) -> Result<Snapshot, KafkaError> {
+        Ok(self.source.lock().unwrap().clone())
+    }
+    async fn target_topics(&self) -> Result<Snapshot, KafkaError> {
+        Ok(self.target.lock().unwrap().clone())
+    }
+    async fn create_topics(
+        &self,
+        specs: Vec<TopicSpec>,
+    ) -> Vec<(String, Result<Creation, KafkaError>)> {
+        if let Some(f) = self.during_create.lock().unwrap().as_mut() {
+            f();
+        }
+        specs
+            .into_iter()
+            .map(|spec| {
+                let name = spec.name.clone();
+                if let Some(why) = self.fail_create.lock().unwrap().clone() {
+                    return (name, Err(error(&why)));
+                }
+                if let Some(have) = *self.exists_with.lock().unwrap() {
+                    self.target.lock().unwrap().insert(name.clone(), have);
+                    return (name, Ok(Creation::Existed));
+                }
+                self.target
+                    .lock()
+                    .unwrap()
+                    .insert(name.clone(), spec.partitions);
+                self.created.lock().unwrap().push(spec);
+                (name, Ok(Creation::Created))
+            })
+            .collect()
+    }
+    async fn add_partitions(&self, topic: String, count: i32) -> Result<(), KafkaError> {
+        if let Some(why) = self.fail_grow.lock().unwrap().clone() {
+            return Err(error(&why));
+        }
+        self.target.lock().unwrap().insert(topic, count);
+        Ok(())
+    }
+    async fn source_configs(&self, _: String) -> Result<Vec<TopicConfigEntry>, KafkaError> {
+        self.configs
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap_or(Ok(Vec::new()))
+            .map_err(|e| error(&e))
+    }
+    async fn target_overrides(
+        &self,
+        topic: String,
+    ) -> Result<BTreeMap<String, String>, KafkaError> {
+        Ok(self
+            .overrides
+            .lock()
+            .unwrap()
+            .get(&topic)
+            .cloned()
+            .unwrap_or_default())
+    }
+    async fn set_target_configs(
+        &self,
+        topic: String,
+        configs: Vec<(String, String)>,
+    ) -> Result<(), KafkaError> {
+        self.overrides
+            .lock()
+            .unwrap()
+            .insert(topic.clone(), configs.iter().cloned().collect());
+        self.altered.lock().unwrap().push((topic, configs));
+        Ok(())
+    }
+}
+
+fn compacted() -> Vec<TopicConfigEntry> {
+    vec![TopicConfigEntry {
+        name: "cleanup.policy".into(),
+        value: "compact".into(),
+        is_default: false,
+    }]
+}
+
+struct Harness {
+    fake: Arc<Fake>,
+    discovery: Discovery<Arc<Fake>>,
+    routes: watch::Sender<Routes>,
+    plugins: FlowPlugins,
+    _leader: watch::Sender<bool>,
+}
+
+fn harness(source: &[(&str, i32)], claims: TargetClaims, flow: &str) -> Harness {
+    let fake = Arc::new(Fake::default());
+    *fake.source.lock().unwrap() = source.iter().map(|(t, p)| (t.to_string(), *p)).collect();
+    *fake.configs.lock().unwrap() = Some(Ok(compacted()));
+    let plugins = FlowPlugins::new(
+        crate::flow::testing::roles("default-policy", ".*"),
+        "primary",
+        "backup",
+        SyncsLocation::Source,
+    );
+    let (leader_tx, leader) = watch::channel(true);
+    let ctx = DiscoveryContext {
+        clusters: fake.clone(),
+        plugins: plugins.clone(),
+        interval: Duration::from_secs(1),
+        replication_factor: None,
+        sync_topic_configs: Some(Duration::from_secs(600)),
+        telemetry: Arc::new(FlowTelemetry::new(flow)),
+        policy_name: "default-policy".into(),
+        leader,
+        claims,
+    };
+    let (routes, _) = watch::channel(Routes::new());
+    Harness {
+        fake,
+        discovery: Discovery::new(ctx),
+        routes,
+        plugins,
+        _leader: leader_tx,
+    }
+}
+
+impl Harness {
+    async fn pass(&mut self) -> bool {
+        self.discovery.pass(&self.routes).await
+    }
+    fn routes(&self) -> Routes {
+        self.routes.borrow().clone()
+    }
+    fn health(&self) -> crate::flow::telemetry::Health {
+        self.discovery.ctx.telemetry.health()
+    }
+}
+
+#[tokio::test]
+async fn a_topic_whose_configs_cannot_be_read_is_not_created_without_them() {
+    let mut h = harness(
+        &[("compacted", 2)],
+        TargetClaims::default(),
+        "primary->backup",
+    );
+    *h.fake.configs.lock().unwrap() = Some(Err("DescribeConfigs: not authorized".into()));
+    assert!(h.pass().await);
+    assert!(
+        h.fake.created.lock().unwrap().is_empty(),
+        "not created with no configs"
+    );
+    assert!(h.routes().is_empty());
+    let health = h.health();
+    assert_eq!(health.state, "degraded");
+    assert!(
+        health
+            .reasons
+            .iter()
+            .any(|r| r.contains("compacted") && r.contains("not authorized")),
+        "{health:?}"
+    );
+    // Readable again: created with the source's configs.
+    *h.fake.configs.lock().unwrap() = Some(Ok(compacted()));
+    assert!(h.pass().await);
+    let created = h.fake.created.lock().unwrap().clone();
+    assert_eq!(created.len(), 1);
+    assert_eq!(
+        created[0].configs,
+        vec![("cleanup.policy".to_string(), "compact".to_string())]
+    );
+    assert_eq!(
+        h.routes().get("compacted"),
+        Some(&Route::new("primary.compacted", 2))
+    );
+    assert_eq!(h.health().state, "ok");
+}
+
+#[tokio::test]
+async fn existing_target_topics_get_the_source_configs_every_interval() {
+    let mut h = harness(&[("orders", 1)], TargetClaims::default(), "primary->backup");
+    h.fake
+        .target
+        .lock()
+        .unwrap()
+        .insert("primary.orders".into(), 1);
+    h.fake.overrides.lock().unwrap().insert(
+        "primary.orders".into(),
+        [("cleanup.policy".to_string(), "delete".to_string())].into(),
+    );
+    assert!(h.pass().await);
+    assert_eq!(
+        *h.fake.altered.lock().unwrap(),
+        vec![(
+            "primary.orders".to_string(),
+            vec![("cleanup.policy".to_string(), "compact".to_string())]
+        )],
+        "the drifted config is synced"
+    );
+    // Not again before the interval; and nothing when they agree.
+    h.discovery.configs_synced = None;
+    assert!(h.pass().await);
+    assert_eq!(
+        h.fake.altered.lock().unwrap().len(),
+        1,
+        "in sync: nothing altered"
+    );
+}
+
+#[tokio::test]
+async fn a_topic_created_meanwhile_with_fewer_partitions_is_mirrored_as_it_is() {
+    let mut h = harness(&[("orders", 4)], TargetClaims::default(), "primary->backup");
+    *h.fake.exists_with.lock().unwrap() = Some(2);
+    assert!(h.pass().await);
+    assert_eq!(
+        h.routes().get("orders"),
+        Some(&Route::new("primary.orders", 2)),
+        "only the partitions the target has; the next pass grows it"
+    );
+    *h.fake.exists_with.lock().unwrap() = None;
+    assert!(h.pass().await);
+    assert_eq!(
+        h.routes().get("orders"),
+        Some(&Route::new("primary.orders", 4))
+    );
+}
+
+#[tokio::test]
+async fn failed_creation_and_growth_degrade_the_flow_until_they_work() {
+    let mut h = harness(
+        &[("orders", 2), ("grows", 4)],
+        TargetClaims::default(),
+        "primary->backup",
+    );
+    h.fake
+        .target
+        .lock()
+        .unwrap()
+        .insert("primary.grows".into(), 2);
+    *h.fake.fail_create.lock().unwrap() = Some("policy violation".into());
+    *h.fake.fail_grow.lock().unwrap() = Some("not authorized".into());
+    assert!(h.pass().await);
+    assert_eq!(h.routes().get("orders"), None);
+    assert_eq!(
+        h.routes().get("grows"),
+        Some(&Route::new("primary.grows", 2)),
+        "the partitions the target has"
+    );
+    let health = h.health();
+    assert_eq!(health.state, "degraded");
+    let all = health.reasons.join("\n");
+    assert!(
+        all.contains("creating target topic primary.orders failed")
+            && all.contains("policy violation"),
+        "{all}"
+    );
+    assert!(
+        all.contains("primary.grows could not be grown from 2 to 4")
+            && all.contains("not authorized"),
+        "{all}"
+    );
+    *h.fake.fail_create.lock().unwrap() = None;
+    *h.fake.fail_grow.lock().unwrap() = None;
+    assert!(h.pass().await);
+    assert_eq!(
+        h.routes().get("orders"),
+        Some(&Route::new("primary.orders", 2))
+    );
+    assert_eq!(
+        h.routes().get("grows"),
+        Some(&Route::new("primary.grows", 4))
+    );
+    assert_eq!(h.health().state, "ok");
+}
+
+#[tokio::test]
+async fn a_pass_during_which_the_plugins_were_replaced_is_dropped() {
+    let mut h = harness(&[("orders", 1)], TargetClaims::default(), "primary->backup");
+    // A reload installs a renaming policy while the pass creates the topic it decided
+    // under the old one.
+    let plugins = h.plugins.clone();
+    *h.fake.during_create.lock().unwrap() = Some(Box::new(move || {
+        plugins.replace(crate::flow::testing::roles("identity-policy", ".*"));
+    }));
+    assert!(!h.pass().await, "dropped");
+    assert!(
+        h.routes().is_empty(),
+        "nothing published under the old name"
+    );
+    assert!(h.discovery.ctx.telemetry.status().mirrored.is_empty());
+    *h.fake.during_create.lock().unwrap() = None;
+    assert!(h.pass().await);
+    assert_eq!(
+        h.routes().get("orders").map(|r| r.target.as_str()),
+        Some("orders"),
+        "decided again by the new policy"
+    );
+}
+
+#[tokio::test]
+async fn two_flows_into_one_target_topic_mirror_neither() {
+    let claims = TargetClaims::default();
+    let mut a = harness(&[("orders", 1), ("a-only", 1)], claims.clone(), "a->backup");
+    let mut b = harness(&[("orders", 1)], claims.clone(), "b->backup");
+    for h in [&mut a, &mut b] {
+        h.discovery.ctx.plugins = FlowPlugins::new(
+            crate::flow::testing::roles("identity-policy", ".*"),
+            "primary",
+            "backup",
+            SyncsLocation::Source,
+        );
+    }
+    assert!(a.pass().await);
+    assert!(a.routes().contains_key("orders"), "alone so far");
+    assert!(b.pass().await);
+    assert!(!b.routes().contains_key("orders"));
+    assert!(a.pass().await);
+    assert!(
+        !a.routes().contains_key("orders"),
+        "now both want it: neither mirrors it"
+    );
+    assert!(a.routes().contains_key("a-only"));
+    let reasons = a.health().reasons.join("\n");
+    assert!(
+        reasons.contains("flow(s) b->backup also mirror into target topic orders"),
+        "{reasons}"
+    );
+}

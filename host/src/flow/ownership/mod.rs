@@ -1,0 +1,212 @@
+//! Partition ownership across a flow's instances: every instance reports what its
+//! replication tasks own on the flow's control topic (`kmirror-leader.<target>.internal`,
+//! on the source; key `report:<instance>`, a JSON [`rules::Report`]), and the leader
+//! compares the mirrored partitions with those reports and with the assignment the group
+//! coordinator describes (DescribeGroups; some brokers describe none). A partition without
+//! an owner for longer than two session timeouts is a degraded reason, the metric
+//! `kmirror_unowned_partitions` and a warning, and the leader asks every member to rejoin
+//! (key `rejoin` on the same topic), which forces a new assignment.
+//!
+//! A group coordinator can strand a group (Tansu keeps a departed member as the leader of
+//! a forming group: `docs/scaling.md`); whether a rejoin clears it depends on the broker,
+//! so the replication tasks of an instance also leave one at a time at a stop
+//! ([`super::replication::leave`]), which is what triggers it.
+
+pub mod rules;
+
+use super::Routes;
+use super::telemetry::FlowTelemetry;
+use crate::kafka::Cluster;
+use crate::kafka::internal::InternalWriter;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use rules::{Limits, Ownership, Report};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The control topic key of an instance's report.
+const REPORT_PREFIX: &str = "report:";
+/// The control topic key of the leader's request to rejoin.
+const REJOIN: &str = "rejoin";
+
+/// What the ownership task works with.
+pub struct OwnershipContext {
+    /// The source cluster (the control topic and the progress group are there).
+    pub source: Cluster,
+    /// The flow's control topic.
+    pub control_topic: String,
+    /// The flow's progress group (the replication tasks' group).
+    pub progress_group: String,
+    /// The group's session timeout.
+    pub session_timeout: Duration,
+    /// What the flow mirrors.
+    pub routes: watch::Receiver<Routes>,
+    /// Whether this instance leads.
+    pub leader: watch::Receiver<bool>,
+    /// Counters and status (this instance's owned partitions are read from it).
+    pub telemetry: Arc<FlowTelemetry>,
+    /// Bumped when the members are to rejoin the group.
+    pub rejoin: watch::Sender<u64>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RejoinRequest {
+    at_ms: i64,
+    by: String,
+}
+
+/// This process's instance name: host, pid and a random part.
+fn instance() -> (String, String) {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into());
+    let random: u32 = rand::random();
+    (format!("{host}-{}-{random:08x}", std::process::id()), host)
+}
+
+/// Reports this instance's partitions and, on the leader, judges ownership, until
+/// `shutdown`.
+pub async fn run(ctx: OwnershipContext, shutdown: CancellationToken) {
+    let every = (ctx.session_timeout / 2).max(Duration::from_secs(1));
+    let limits = Limits::for_session(
+        ctx.session_timeout.as_millis() as i64,
+        every.as_millis() as i64,
+    );
+    let (me, host) = instance();
+    let started_ms = crate::flow::telemetry::now_ms();
+    let telemetry = ctx.telemetry.clone();
+    let writer = match InternalWriter::new(&ctx.source, &ctx.control_topic) {
+        Ok(w) => w,
+        Err(e) => return telemetry.note_error("write ownership reports", e.kind(), &e),
+    };
+    let reader = match control_reader(&ctx.source, &ctx.control_topic) {
+        Ok(r) => r,
+        Err(e) => return telemetry.note_error("read ownership reports", "kafka", &e),
+    };
+    let mut ownership = Ownership::default();
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut warned = false;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => {
+                telemetry.loop_ended("ownership");
+                return;
+            }
+            received = reader.recv() => match received {
+                Ok(msg) => {
+                    let key = msg.key().and_then(|k| std::str::from_utf8(k).ok()).unwrap_or_default();
+                    let value = msg.payload().unwrap_or_default();
+                    if key.starts_with(REPORT_PREFIX) {
+                        if let Ok(report) = serde_json::from_slice::<Report>(value) {
+                            ownership.report(report);
+                        }
+                    } else if key == REJOIN {
+                        if let Ok(r) = serde_json::from_slice::<RejoinRequest>(value) {
+                            if r.at_ms > started_ms {
+                                tracing::warn!(flow = %telemetry.flow, by = %r.by, "the leader found partitions without an owner: this instance's replication tasks rejoin the group");
+                                ctx.rejoin.send_modify(|n| *n += 1);
+                            }
+                        }
+                    }
+                }
+                Err(e) => telemetry.note_error("read ownership reports", "kafka", &e),
+            },
+            _ = tick.tick() => {
+                telemetry.tick("ownership", every);
+                let report = own_report(&telemetry, &me, &host);
+                let key = format!("{REPORT_PREFIX}{me}");
+                if let Ok(value) = serde_json::to_vec(&report) {
+                    let sent = writer.send(key.as_bytes(), &value, None);
+                    let t = telemetry.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = sent.await {
+                            t.note_error("write ownership reports", e.kind(), &e);
+                        }
+                    });
+                }
+                // This instance's own view needs no round trip.
+                ownership.report(report);
+                if !*ctx.leader.borrow() {
+                    telemetry.update(|s| s.unowned.clear());
+                    warned = false;
+                    continue;
+                }
+                let assigned = ctx
+                    .source
+                    .group_assignment(&ctx.progress_group)
+                    .await
+                    .unwrap_or_default();
+                let routes = ctx.routes.borrow().clone();
+                let verdict = ownership.judge(crate::flow::telemetry::now_ms(), &routes, &assigned, limits);
+                let stuck: Vec<String> = verdict.stuck.iter().map(|(t, p)| format!("{t}[{p}]")).collect();
+                if !stuck.is_empty() && !warned {
+                    tracing::warn!(flow = %telemetry.flow, partitions = %stuck.join(", "), "partitions have had no owner for longer than two session timeouts");
+                }
+                warned = !stuck.is_empty();
+                if verdict.rejoin {
+                    request_rejoin(&writer, &telemetry, &me, stuck.len()).await;
+                }
+                telemetry.update(|s| s.unowned = stuck);
+            }
+        }
+    }
+}
+
+fn control_reader(source: &Cluster, topic: &str) -> Result<StreamConsumer, String> {
+    let consumer: StreamConsumer = source
+        .config_with(&[
+            ("group.id", &format!("kmirror-reader-{topic}")),
+            ("enable.auto.commit", "false"),
+            ("enable.auto.offset.store", "false"),
+            ("enable.partition.eof", "false"),
+        ])
+        .create()
+        .map_err(|e| e.to_string())?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::End)
+        .map_err(|e| e.to_string())?;
+    consumer.assign(&tpl).map_err(|e| e.to_string())?;
+    Ok(consumer)
+}
+
+fn own_report(telemetry: &FlowTelemetry, me: &str, host: &str) -> Report {
+    let owned: BTreeMap<String, Vec<i32>> = telemetry
+        .status()
+        .partitions
+        .into_iter()
+        .map(|(t, ps)| (t, ps.into_keys().collect()))
+        .collect();
+    Report {
+        instance: me.to_string(),
+        host: host.to_string(),
+        owned,
+        at_ms: crate::flow::telemetry::now_ms(),
+    }
+}
+
+async fn request_rejoin(
+    writer: &InternalWriter,
+    telemetry: &FlowTelemetry,
+    me: &str,
+    stuck: usize,
+) {
+    let request = RejoinRequest {
+        at_ms: crate::flow::telemetry::now_ms(),
+        by: me.to_string(),
+    };
+    let Ok(value) = serde_json::to_vec(&request) else {
+        return;
+    };
+    tracing::warn!(flow = %telemetry.flow, partitions = stuck, "asking every member of the flow's group to rejoin, to force a new assignment");
+    if let Err(e) = writer.send(REJOIN.as_bytes(), &value, None).await {
+        telemetry.note_error("ask the members to rejoin", e.kind(), &e);
+    }
+}
