@@ -21,7 +21,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates
     && chown kmirror /var/cache/kmirror && chmod 700 /var/cache/kmirror
 COPY --from=build /src/target/release/kmirror /usr/local/bin/kmirror
 COPY --from=build /src/target/plugins/ /usr/share/kmirror/plugins/
-ENV KMIRROR_CACHE_DIR=/var/cache/kmirror KMIRROR_LOG=info
+# The cache is a directory kmirror creates (0700, its own) in the volume, so it also works on
+# a volume whose root is not kmirror's to use, such as a Kubernetes emptyDir.
+ENV KMIRROR_CACHE_DIR=/var/cache/kmirror/components KMIRROR_LOG=info
 VOLUME ["/etc/kmirror/plugins.d", "/var/cache/kmirror"]
 USER 10001
 EXPOSE 9644

@@ -8,6 +8,8 @@
 //! otherwise). It runs on the daemon's tokio runtime (hyper, axum) with bounds that a
 //! misbehaving client cannot get past: headers at most 16 KiB and 5 s to arrive, a
 //! connection lives at most 30 s, at most 64 connections at once (more are closed at once).
+//! A failing `accept` (too many open files, say) is retried with a backoff, and logged at
+//! most every 30 s, rather than spinning.
 
 use crate::telemetry::Telemetry;
 use axum::extract::State;
@@ -18,7 +20,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -31,7 +33,60 @@ pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one connection may stay open.
 pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The wait after the first of consecutive failed accepts.
+const ACCEPT_BACKOFF_START: Duration = Duration::from_millis(10);
+/// The longest wait between failed accepts.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// A failed accept is logged at most this often.
+const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(30);
+
 type Flows = Arc<Telemetry>;
+
+/// The accept loop's answer to failures: how long to wait before the next accept (from
+/// [`ACCEPT_BACKOFF_START`], doubling up to [`ACCEPT_BACKOFF_MAX`], from the start again
+/// after a success) and whether to log (at most once per [`ACCEPT_LOG_EVERY`]).
+#[derive(Debug)]
+struct AcceptBackoff {
+    /// The wait after the next failure.
+    next: Duration,
+    /// When a failure was last logged.
+    logged: Option<Instant>,
+    /// Failures since then, not logged.
+    unlogged: u64,
+}
+
+impl AcceptBackoff {
+    fn new() -> Self {
+        AcceptBackoff {
+            next: ACCEPT_BACKOFF_START,
+            logged: None,
+            unlogged: 0,
+        }
+    }
+
+    /// An accept failed at `now`: the wait before the next one, and, if this failure is to
+    /// be logged, how many went unlogged before it.
+    fn failed(&mut self, now: Instant) -> (Duration, Option<u64>) {
+        let wait = self.next;
+        self.next = (self.next * 2).min(ACCEPT_BACKOFF_MAX);
+        let due = self
+            .logged
+            .is_none_or(|at| now.saturating_duration_since(at) >= ACCEPT_LOG_EVERY);
+        if due {
+            self.logged = Some(now);
+            let unlogged = std::mem::take(&mut self.unlogged);
+            (wait, Some(unlogged))
+        } else {
+            self.unlogged += 1;
+            (wait, None)
+        }
+    }
+
+    /// An accept succeeded: the next failure waits [`ACCEPT_BACKOFF_START`] again.
+    fn succeeded(&mut self) {
+        self.next = ACCEPT_BACKOFF_START;
+    }
+}
 
 /// A running status endpoint; stops when dropped.
 pub struct StatusServer {
@@ -118,12 +173,29 @@ pub async fn serve(listen: &str, telemetry: Arc<Telemetry>) -> Result<StatusServ
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let until = stop.clone();
     tokio::spawn(async move {
+        let mut backoff = AcceptBackoff::new();
         loop {
             let accepted = tokio::select! {
                 _ = until.cancelled() => return,
                 accepted = listener.accept() => accepted,
             };
-            let Ok((stream, _)) = accepted else { continue };
+            let stream = match accepted {
+                Ok((stream, _)) => {
+                    backoff.succeeded();
+                    stream
+                }
+                Err(error) => {
+                    let (wait, log) = backoff.failed(Instant::now());
+                    if let Some(unlogged) = log {
+                        tracing::warn!(%addr, %error, unlogged, "the status endpoint cannot accept a connection; retrying with backoff");
+                    }
+                    tokio::select! {
+                        _ = until.cancelled() => return,
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    continue;
+                }
+            };
             let Ok(permit) = connections.clone().try_acquire_owned() else {
                 drop(stream); // over the connection cap
                 continue;
@@ -145,4 +217,45 @@ pub async fn serve(listen: &str, telemetry: Arc<Telemetry>) -> Result<StatusServ
         }
     });
     Ok(StatusServer { addr, stop })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_accepts_back_off_and_start_over_after_a_success() {
+        let mut backoff = AcceptBackoff::new();
+        let now = Instant::now();
+        let waits: Vec<u64> = (0..9)
+            .map(|_| backoff.failed(now).0.as_millis() as u64)
+            .collect();
+        assert_eq!(waits, [10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+        backoff.succeeded();
+        assert_eq!(backoff.failed(now).0, Duration::from_millis(10));
+        assert_eq!(backoff.failed(now).0, Duration::from_millis(20));
+    }
+
+    #[test]
+    fn failed_accepts_are_logged_at_most_every_30_seconds() {
+        let mut backoff = AcceptBackoff::new();
+        let start = Instant::now();
+        assert_eq!(backoff.failed(start).1, Some(0), "the first is logged");
+        for s in [0, 1, 29] {
+            assert_eq!(backoff.failed(start + Duration::from_secs(s)).1, None);
+        }
+        backoff.succeeded();
+        assert_eq!(
+            backoff.failed(start + Duration::from_millis(29_999)).1,
+            None,
+            "a success does not reset the rate limit"
+        );
+        assert_eq!(
+            backoff.failed(start + Duration::from_secs(30)).1,
+            Some(4),
+            "30 s later, with the count of those not logged"
+        );
+        assert_eq!(backoff.failed(start + Duration::from_secs(31)).1, None);
+        assert_eq!(backoff.failed(start + Duration::from_secs(60)).1, Some(1));
+    }
 }

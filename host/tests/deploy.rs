@@ -1,12 +1,13 @@
 //! The deployment files as far as they can be checked here (no Docker engine, no
 //! cluster): the example configuration validates and names every key; the Kubernetes
 //! manifests parse with the expected kinds, replicas and probes, and their configuration
-//! validates; the systemd unit passes `systemd-analyze verify`; the container build file is
-//! multi-stage, unprivileged, with the plugin directory and cache as volumes.
+//! validates, and their compile cache is one kmirror can use in its emptyDir; the systemd
+//! unit passes `systemd-analyze verify`; the container build file is multi-stage,
+//! unprivileged, with the plugin directory and cache as volumes.
 
 mod common;
 
-use common::kmirror;
+use common::{kmirror, plugins_dir};
 use std::path::{Path, PathBuf};
 
 fn repo(path: &str) -> PathBuf {
@@ -80,8 +81,8 @@ fn the_example_configuration_validates_and_names_every_key() {
     }
 }
 
-#[test]
-fn the_kubernetes_manifests_parse_with_the_expected_kinds_and_probes() {
+/// The documents of the Kubernetes manifests, as JSON.
+fn kubernetes_docs() -> serde_json::Value {
     let path = repo("deploy/k8s/kmirror.yaml");
     let script = r#"
 import json, sys, yaml
@@ -94,7 +95,12 @@ print(json.dumps(docs))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let docs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn the_kubernetes_manifests_parse_with_the_expected_kinds_and_probes() {
+    let docs = kubernetes_docs();
     let kinds: Vec<&str> = docs
         .as_array()
         .unwrap()
@@ -131,6 +137,120 @@ print(json.dumps(docs))
     std::fs::write(&config, docs[0]["data"]["kmirror.toml"].as_str().unwrap()).unwrap();
     let (code, out) = validate(&config);
     assert_eq!(code, Some(0), "{out}");
+}
+
+/// The Deployment's compile cache (KMIRROR_CACHE_DIR, the ConfigMap sets no `cache_dir`) and
+/// the mount point of the emptyDir it lives in.
+fn kubernetes_cache() -> (PathBuf, PathBuf) {
+    let docs = kubernetes_docs();
+    assert!(
+        !docs[0]["data"]["kmirror.toml"]
+            .as_str()
+            .unwrap()
+            .contains("cache_dir"),
+        "the cache is set by KMIRROR_CACHE_DIR"
+    );
+    let pod = &docs[2]["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let cache = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "KMIRROR_CACHE_DIR")
+        .and_then(|e| e["value"].as_str())
+        .expect("KMIRROR_CACHE_DIR is set");
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v.get("emptyDir").is_some())
+        .and_then(|v| v["name"].as_str())
+        .expect("an emptyDir volume");
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == volume)
+        .and_then(|m| m["mountPath"].as_str())
+        .expect("the emptyDir is mounted");
+    (PathBuf::from(cache), PathBuf::from(mount))
+}
+
+fn cached_entries(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+        })
+        .count()
+    })
+}
+
+/// The kubelet makes an emptyDir 0777 (and root's): kmirror refuses such a directory as
+/// its cache, so the cache must be a directory it creates in the mount, not the mount.
+#[test]
+fn the_kubernetes_compile_cache_is_created_inside_its_empty_dir() {
+    use std::os::unix::fs::PermissionsExt;
+    let (cache, mount) = kubernetes_cache();
+    let below = cache
+        .strip_prefix(&mount)
+        .unwrap_or_else(|_| panic!("{} is not in {}", cache.display(), mount.display()));
+    assert!(
+        below.components().count() > 0,
+        "the cache is the emptyDir mount point {} itself",
+        mount.display()
+    );
+    let dockerfile = std::fs::read_to_string(repo("Dockerfile")).unwrap();
+    let image_cache = dockerfile
+        .lines()
+        .filter_map(|l| l.strip_prefix("ENV "))
+        .flat_map(str::split_whitespace)
+        .find_map(|v| v.strip_prefix("KMIRROR_CACHE_DIR="))
+        .expect("the image sets KMIRROR_CACHE_DIR");
+    assert_eq!(
+        Path::new(image_cache),
+        cache,
+        "the image's cache is the same"
+    );
+
+    // The same layout on disk: a 0777 volume, the cache where the Deployment puts it.
+    let dir = tempfile::tempdir().unwrap();
+    let volume = dir.path().join("volume");
+    std::fs::create_dir(&volume).unwrap();
+    std::fs::set_permissions(&volume, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let config = dir.path().join("kmirror.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[clusters.primary]\nbootstrap_servers = \"127.0.0.1:1\"\n[clusters.backup]\nbootstrap_servers = \"127.0.0.1:2\"\n[plugins]\ndir = \"{}\"\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nreplication_policy = {{ plugin = \"default_policy.wasm\" }}\n",
+            plugins_dir().display()
+        ),
+    )
+    .unwrap();
+    let validate_with_cache = |cache: &Path| {
+        let o = kmirror()
+            .env("KMIRROR_CACHE_DIR", cache)
+            .args(["validate", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = validate_with_cache(&volume);
+    assert!(err.contains("not using the plugin compile cache"), "{err}");
+    assert_eq!(
+        cached_entries(&volume),
+        0,
+        "the mount point itself is refused"
+    );
+
+    let used = volume.join(below);
+    let err = validate_with_cache(&used);
+    assert!(!err.contains("compile cache"), "{err}");
+    assert_eq!(cached_entries(&used), 1, "the plugin is cached");
+    let mode = std::fs::metadata(&used).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
 }
 
 #[test]

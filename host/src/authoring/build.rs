@@ -5,12 +5,17 @@
 //!   as it is), or for `wasm32-unknown-unknown` then made a component in process with
 //!   wit-component.
 //! - A Python or JavaScript project (`kmirror-plugin.toml` naming its language, WIT world
-//!   and source): `componentize-py` or `componentize-js` against the project's WIT.
+//!   and source): `componentize-py` or `componentize-js` against the project's WIT. Only
+//!   the installed tools are run: looked up in the absolute directories of `PATH`, never in
+//!   the project (its `node_modules/.bin` is the project's code, not a toolchain). The
+//!   manifest's name must be a plain file name and its paths must stay in the project.
 //!
-//! The component is written to `DIR/<name>.wasm` unless `--out` says otherwise.
+//! The component is written to `DIR/<name>.wasm` unless `--out` says otherwise. `DIR` is
+//! made absolute first, so every path handed to a tool names what it means.
 
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The manifest of a Python or JavaScript plugin project.
@@ -20,15 +25,16 @@ pub const MANIFEST: &str = "kmirror-plugin.toml";
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
-    /// The plugin's name: the component is `<name>.wasm`.
+    /// The plugin's name: the component is `<name>.wasm`. 1 to 64 ASCII letters, digits,
+    /// `-` and `_`, not starting with `-`.
     pub name: String,
     /// `python` or `javascript`.
     pub language: String,
     /// The WIT world it implements (`replication-policy-plugin`, `topic-filter-plugin`, ...).
     pub world: String,
-    /// The source file (`app.py`, `plugin.js`), relative to the project.
+    /// The source file (`app.py`, `plugin.js`), relative to the project and inside it.
     pub source: PathBuf,
-    /// The WIT directory, relative to the project (default `wit`).
+    /// The WIT directory, relative to the project and inside it (default `wit`).
     #[serde(default = "default_wit")]
     pub wit: PathBuf,
 }
@@ -65,6 +71,14 @@ pub enum BuildError {
         "{0} is not a plugin project: no Cargo.toml (Rust) or kmirror-plugin.toml (Python, JavaScript); `kmirror plugin new` makes one"
     )]
     NotAProject(PathBuf),
+    /// The project directory could not be made absolute.
+    #[error("cannot resolve the project directory {dir}: {error}")]
+    ProjectDir {
+        /// The directory as given.
+        dir: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
     /// A manifest could not be read.
     #[error("{path}: {message}")]
     Manifest {
@@ -98,6 +112,21 @@ pub enum BuildError {
 
 /// Builds the project in `dir`; returns the component's path.
 pub fn build(dir: &Path, target: RustTarget, out: Option<&Path>) -> Result<PathBuf, BuildError> {
+    let search = std::env::var_os("PATH").unwrap_or_default();
+    build_with(dir, target, out, &search)
+}
+
+/// [`build`], with the Python and JavaScript tools looked up in `search` (a `PATH`).
+fn build_with(
+    dir: &Path,
+    target: RustTarget,
+    out: Option<&Path>,
+    search: &OsStr,
+) -> Result<PathBuf, BuildError> {
+    let dir = &std::path::absolute(dir).map_err(|error| BuildError::ProjectDir {
+        dir: dir.to_path_buf(),
+        error,
+    })?;
     if dir.join("Cargo.toml").is_file() {
         return build_rust(dir, target, out);
     }
@@ -111,6 +140,10 @@ pub fn build(dir: &Path, target: RustTarget, out: Option<&Path>) -> Result<PathB
     };
     let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
     let manifest: Manifest = toml::from_str(&text).map_err(|e| bad(e.message().to_string()))?;
+    let problems = manifest_problems(&manifest);
+    if !problems.is_empty() {
+        return Err(bad(problems.join("; ")));
+    }
     let out = out
         .map(Path::to_path_buf)
         .unwrap_or_else(|| dir.join(format!("{}.wasm", manifest.name)));
@@ -125,8 +158,8 @@ pub fn build(dir: &Path, target: RustTarget, out: Option<&Path>) -> Result<PathB
         return Err(bad(format!("wit `{}` not found", manifest.wit.display())));
     }
     match manifest.language.as_str() {
-        "python" => build_python(dir, &manifest, &out)?,
-        "javascript" | "js" => build_javascript(dir, &manifest, &out)?,
+        "python" => build_python(dir, &manifest, &out, search)?,
+        "javascript" | "js" => build_javascript(dir, &manifest, &out, search)?,
         other => {
             return Err(bad(format!(
                 "unknown language `{other}`: python or javascript (a Rust plugin is a Cargo crate)"
@@ -140,6 +173,66 @@ pub fn build(dir: &Path, target: RustTarget, out: Option<&Path>) -> Result<PathB
         )));
     }
     Ok(out)
+}
+
+/// The longest plugin name.
+const MAX_NAME_LEN: usize = 64;
+
+/// What is wrong with `m`'s name and paths: the name becomes a file name beside the
+/// project's files, the paths are read by the tools and must stay in the project.
+fn manifest_problems(m: &Manifest) -> Vec<String> {
+    let mut problems = Vec::new();
+    let name = &m.name;
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if name.is_empty()
+        || name.len() > MAX_NAME_LEN
+        || name.starts_with('-')
+        || !name.chars().all(allowed)
+    {
+        problems.push(format!(
+            "name `{name}` is not a plugin name: use 1 to {MAX_NAME_LEN} ASCII letters, digits, `-` and `_`, not starting with `-`"
+        ));
+    }
+    for (key, path) in [("source", &m.source), ("wit", &m.wit)] {
+        if !inside(path) {
+            problems.push(format!(
+                "{key} `{}` is outside the project: give a relative path without `..`",
+                path.display()
+            ));
+        }
+    }
+    problems
+}
+
+/// Whether `path`, relative to a directory, stays inside it (no root, no `..`).
+fn inside(path: &Path) -> bool {
+    path.components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+/// The installed `tool`: the first executable file of that name in an absolute directory
+/// of `search`. Relative entries (`.`, `node_modules/.bin`) are skipped: the tool runs in
+/// the project, where they would name the project's own files.
+fn installed(tool: &str, search: &OsStr, hint: &'static str) -> Result<PathBuf, BuildError> {
+    std::env::split_paths(search)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(tool))
+        .find(|p| executable(p))
+        .ok_or_else(|| BuildError::MissingTool {
+            tool: tool.to_string(),
+            hint,
+        })
+}
+
+#[cfg(unix)]
+fn executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn executable(path: &Path) -> bool {
+    path.is_file()
 }
 
 /// Runs `cmd` (its output goes to the terminal); an error names `tool`.
@@ -166,64 +259,69 @@ fn run(mut cmd: Command, tool: &str, hint: &'static str) -> Result<(), BuildErro
     }
 }
 
-fn build_python(dir: &Path, m: &Manifest, out: &Path) -> Result<(), BuildError> {
+/// How to install componentize-py.
+const PY_HINT: &str = "install it with `pip install componentize-py==0.25.1`";
+/// How to install componentize-js.
+const JS_HINT: &str = "install it with `npm install -g @bytecodealliance/componentize-js@0.23.0`";
+/// How to install componentize-js, for a project that has its own copy.
+const JS_LOCAL_HINT: &str = "the project's node_modules/.bin/componentize-js is not run (it is the project's code, not a toolchain); install it globally with `npm install -g @bytecodealliance/componentize-js@0.23.0`";
+
+fn build_python(dir: &Path, m: &Manifest, out: &Path, search: &OsStr) -> Result<(), BuildError> {
+    let tool = installed("componentize-py", search, PY_HINT)?;
     let module = m
         .source
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or("app")
         .to_string();
-    let mut cmd = Command::new("componentize-py");
+    let mut cmd = Command::new(tool);
     cmd.current_dir(dir)
         .arg("-d")
-        .arg(&m.wit)
+        .arg(dir.join(&m.wit))
         .arg("-w")
         .arg(&m.world)
         .arg("componentize")
         .arg(&module)
         .arg("-p")
-        .arg(".")
+        .arg(dir)
         .arg("-o")
         .arg(out);
     // componentize-py imports the module to snapshot it, which leaves a __pycache__ in the
     // project: removed again unless the project had one.
     let cache = dir.join("__pycache__");
     let had_cache = cache.exists();
-    let built = run(
-        cmd,
-        "componentize-py",
-        "install it with `pip install componentize-py==0.25.1`",
-    );
+    let built = run(cmd, "componentize-py", PY_HINT);
     if !had_cache {
         let _ = std::fs::remove_dir_all(&cache);
     }
     built
 }
 
-fn build_javascript(dir: &Path, m: &Manifest, out: &Path) -> Result<(), BuildError> {
-    let local = dir.join("node_modules/.bin/componentize-js");
-    let tool = if local.is_file() {
-        local
+fn build_javascript(
+    dir: &Path,
+    m: &Manifest,
+    out: &Path,
+    search: &OsStr,
+) -> Result<(), BuildError> {
+    let hint = if dir.join("node_modules/.bin/componentize-js").exists() {
+        JS_LOCAL_HINT
     } else {
-        PathBuf::from("componentize-js")
+        JS_HINT
     };
-    let mut cmd = Command::new(&tool);
+    let tool = installed("componentize-js", search, hint)?;
+    let mut cmd = Command::new(tool);
     // No wasi:http (the host does not grant it); stdio stays, so what the plugin prints is
     // kept for its errors.
     cmd.current_dir(dir)
-        .arg(&m.source)
+        .arg(dir.join(&m.source))
         .arg("--wit")
-        .arg(&m.wit)
+        .arg(dir.join(&m.wit))
         .arg("-n")
         .arg(&m.world)
         .args(["-d", "http", "fetch-event"])
         .arg("-o")
         .arg(out);
-    run(
-        cmd,
-        "componentize-js",
-        "install it with `npm install -g @bytecodealliance/componentize-js@0.23.0` (or into the project's node_modules)",
-    )
+    run(cmd, "componentize-js", hint)
 }
 
 #[derive(Deserialize)]
@@ -334,50 +432,4 @@ fn wasm_artifact(messages: &str, manifest: &Path) -> Option<PathBuf> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_cdylib_wasm_is_found_among_cargo_messages() {
-        let dir = tempfile::tempdir().unwrap();
-        let manifest = dir.path().join("Cargo.toml");
-        std::fs::write(&manifest, "").unwrap();
-        let m = manifest.display();
-        let messages = format!(
-            "{{\"reason\":\"compiler-artifact\",\"manifest_path\":\"/elsewhere/Cargo.toml\",\"target\":{{\"kind\":[\"cdylib\"]}},\"filenames\":[\"/x/dep.wasm\"]}}\n\
-             not json\n\
-             {{\"reason\":\"compiler-artifact\",\"manifest_path\":\"{m}\",\"target\":{{\"kind\":[\"cdylib\",\"rlib\"]}},\"filenames\":[\"/t/p.rlib\",\"/t/p.wasm\"]}}\n\
-             {{\"reason\":\"build-finished\",\"success\":true}}"
-        );
-        assert_eq!(
-            wasm_artifact(&messages, &manifest),
-            Some(PathBuf::from("/t/p.wasm"))
-        );
-        assert_eq!(wasm_artifact("", &manifest), None);
-    }
-
-    #[test]
-    fn projects_are_recognised_or_refused_clearly() {
-        let dir = tempfile::tempdir().unwrap();
-        let e = build(dir.path(), RustTarget::Wasip2, None).unwrap_err();
-        assert!(matches!(e, BuildError::NotAProject(_)), "{e}");
-        std::fs::write(
-            dir.path().join(MANIFEST),
-            "name = \"x\"\nlanguage = \"cobol\"\nworld = \"w\"\nsource = \"x.cob\"\n",
-        )
-        .unwrap();
-        let e = build(dir.path(), RustTarget::Wasip2, None).unwrap_err();
-        assert!(e.to_string().contains("source `x.cob` not found"), "{e}");
-        std::fs::write(dir.path().join("x.cob"), "").unwrap();
-        std::fs::create_dir(dir.path().join("wit")).unwrap();
-        let e = build(dir.path(), RustTarget::Wasip2, None).unwrap_err();
-        assert!(e.to_string().contains("unknown language `cobol`"), "{e}");
-        std::fs::write(
-            dir.path().join(MANIFEST),
-            "name = \"x\"\nlang = \"python\"\n",
-        )
-        .unwrap();
-        let e = build(dir.path(), RustTarget::Wasip2, None).unwrap_err();
-        assert!(e.to_string().contains("unknown field `lang`"), "{e}");
-    }
-}
+mod tests;

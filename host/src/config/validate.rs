@@ -232,6 +232,18 @@ const RESERVED: [&str; 8] = [
     "delivery.timeout.ms",
 ];
 
+/// The longest cluster alias.
+const MAX_ALIAS_LEN: usize = 64;
+
+/// Whether `alias` can name a cluster: it becomes part of topic and group names, where `.`
+/// is the replication policy's separator.
+fn valid_alias(alias: &str) -> bool {
+    (1..=MAX_ALIAS_LEN).contains(&alias.len())
+        && alias
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 /// The largest memory cap a plugin instance may be given, in MiB (wasm32's address space).
 const MAX_MEMORY_LIMIT_MIB: usize = 4096;
 
@@ -414,11 +426,13 @@ impl Validator<'_> {
                 "must not be empty",
             );
         }
-        if alias.is_empty() || alias.contains(['.', ' ']) {
+        if !valid_alias(alias) {
             self.error(
                 c.span(),
                 &key,
-                "a cluster alias must be non-empty, without `.` or spaces",
+                &format!(
+                    "a cluster alias must be 1 to {MAX_ALIAS_LEN} characters of `a-z`, `A-Z`, `0-9`, `_` and `-` (it is part of topic and group names; `.` separates them)"
+                ),
             );
         }
         let mut librdkafka = BTreeMap::new();

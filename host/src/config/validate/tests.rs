@@ -207,3 +207,41 @@ fn empty_files_say_what_is_missing() {
     let all = errors(CLUSTERS).join("\n");
     assert!(all.contains("flows: no [[flows]] are defined"), "{all}");
 }
+
+#[test]
+fn cluster_aliases_are_plain_names() {
+    let long = "a".repeat(65);
+    let text = format!(
+        "{CLUSTERS}\n[clusters.\"eu/west\"]\nbootstrap_servers = \"a:1\"\n\n[clusters.\"a b\"]\nbootstrap_servers = \"a:1\"\n\n[clusters.\"a.b\"]\nbootstrap_servers = \"a:1\"\n\n[clusters.\"\"]\nbootstrap_servers = \"a:1\"\n\n[clusters.{long}]\nbootstrap_servers = \"a:1\"\n\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\n"
+    );
+    let e = errors(&text);
+    let all = e.join("\n");
+    for (line, alias) in [
+        (8, "eu/west"),
+        (11, "a b"),
+        (14, "a.b"),
+        (17, ""),
+        (20, &long),
+    ] {
+        let expected = format!(
+            "/etc/kmirror/kmirror.toml:{line}:1: clusters.{alias}: a cluster alias must be 1 to 64 characters of `a-z`, `A-Z`, `0-9`, `_` and `-`"
+        );
+        assert!(
+            e.iter().any(|e| e.starts_with(&expected)),
+            "{expected}\n{all}"
+        );
+    }
+    assert_eq!(e.len(), 5, "{all}");
+}
+
+#[test]
+fn cluster_aliases_of_letters_digits_dashes_and_underscores_load() {
+    let alias = format!("eu-west_1{}", "A".repeat(55));
+    let text = format!(
+        "{}\n[[flows]]\nsource = \"{alias}\"\ntarget = \"backup\"\n",
+        CLUSTERS.replace("primary", &alias)
+    );
+    let cfg = load(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.flows[0].source.alias, alias);
+    assert_eq!(cfg.flows[0].name, format!("{alias}->backup"));
+}
