@@ -1,7 +1,9 @@
 //! Checkpoints and consumer-group failover end to end: a group consumes part of a topic
 //! with gaps in its source offsets (transaction markers), kmirror emits checkpoints
 //! (decoded here independently) and the group continues on the target from exactly the
-//! record after its last one — nothing skipped, nothing re-read.
+//! record after its last one — nothing skipped, nothing re-read. A failover that would
+//! leave out a partition the group committed on the source but that has no checkpoint is
+//! refused, unless `--allow-partial` names it and commits the others.
 //!
 //! Not testable on this Tansu build, so covered by unit tests of the decisions
 //! (`host/src/flow/checkpoint.rs`): leaving an *active* target group alone, and
@@ -133,11 +135,42 @@ fn offsets(
     kmirror_cli(&args)
 }
 
-fn config(dir: &Path, primary: &str, backup: &str, sync: bool) -> std::path::PathBuf {
+/// The checkpoint test config, with a `/status` endpoint on `status` if given.
+fn config(
+    dir: &Path,
+    primary: &str,
+    backup: &str,
+    sync: bool,
+    status: Option<&str>,
+) -> std::path::PathBuf {
     let extra = format!(
         "emit_checkpoints_interval = \"500ms\"\nrefresh_groups_interval = \"500ms\"\nsync_group_offsets = {sync}\nsync_group_offsets_interval = \"500ms\"\noffset_lag_max = 1000\n"
     );
-    write_config(dir, primary, backup, &extra)
+    let path = write_config(dir, primary, backup, &extra);
+    if let Some(status) = status {
+        let text = std::fs::read_to_string(&path).expect("read config");
+        std::fs::write(&path, format!("[status]\nlisten = \"{status}\"\n\n{text}"))
+            .expect("write config");
+    }
+    path
+}
+
+/// When the flow's last checkpoint pass ran, from `/status`.
+fn last_checkpoint_pass(status: &str) -> Option<i64> {
+    http_get(status, "/status")?.1["flows"][0]["last_checkpoint_pass_ms"].as_i64()
+}
+
+/// Waits until `n` more checkpoint passes have run (`last_checkpoint_pass_ms` advanced `n`
+/// times; it is set at the end of each pass, once its checkpoints were sent).
+fn wait_checkpoint_passes(status: &str, n: usize) {
+    let mut last = wait_for("a checkpoint pass in /status", T, || {
+        last_checkpoint_pass(status)
+    });
+    for i in 1..=n {
+        last = wait_for(&format!("checkpoint pass +{i} in /status"), T, || {
+            last_checkpoint_pass(status).filter(|&t| t > last)
+        });
+    }
 }
 
 #[test]
@@ -164,7 +197,7 @@ fn groups_fail_over_to_exactly_the_next_record() {
     commit(&primary.addr, "later", "orders", &[(0, source[0][10].0)]);
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let cfg = config(dir.path(), &primary.addr, &backup.addr, false);
+    let cfg = config(dir.path(), &primary.addr, &backup.addr, false, None);
     let mut kmirror = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
 
     let cps = wait_for("checkpoints for app", T, || {
@@ -290,7 +323,8 @@ fn group_offsets_are_synced_to_idle_target_groups_and_never_rewound() {
     // "ahead" already consumed further on the target: never rewound.
     commit(&backup.addr, "ahead", "primary.events", &[(0, 40)]);
     let dir = tempfile::tempdir().expect("tempdir");
-    let cfg = config(dir.path(), &primary.addr, &backup.addr, true);
+    let status = free_addr();
+    let cfg = config(dir.path(), &primary.addr, &backup.addr, true, Some(&status));
     let mut kmirror = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
 
     let cps = wait_for("checkpoints of both groups", T, || {
@@ -305,12 +339,14 @@ fn group_offsets_are_synced_to_idle_target_groups_and_never_rewound() {
         (committed(&backup.addr, "idle", "primary.events", 1).get(&0) == Some(&idle_down))
             .then_some(())
     });
-    // A few more sync rounds, then nothing else moved: "ahead" is never rewound.
+    // A few more sync rounds, then nothing else moved: "ahead" is never rewound. A pass
+    // syncs when the sync interval has elapsed, so of two passes in a row at least one
+    // syncs; three passes later, one whole sync round has run and finished since here.
     let rounds = kmirror
         .logs()
         .matches("synced group offsets to the target")
         .count();
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_checkpoint_passes(&status, 3);
     assert_eq!(
         committed(&backup.addr, "ahead", "primary.events", 1).get(&0),
         Some(&40),
@@ -331,6 +367,9 @@ fn group_offsets_are_synced_to_idle_target_groups_and_never_rewound() {
         .read_all("primary.checkpoints.internal", 1, 1, Duration::from_secs(3))
         .len();
     let log = dir.path().join("kmirror2.log");
+    // A fresh status address: the first instance's listener may linger.
+    let status = free_addr();
+    let cfg = config(dir.path(), &primary.addr, &backup.addr, true, Some(&status));
     let mut again = Kmirror::start(&cfg, &log);
     wait_for("the checkpoints reloaded", T, || {
         again.logs().contains("reloaded checkpoints").then_some(())
@@ -338,7 +377,7 @@ fn group_offsets_are_synced_to_idle_target_groups_and_never_rewound() {
     wait_for("a checkpoint pass", T, || {
         again.logs().contains("offset syncs read").then_some(())
     });
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_checkpoint_passes(&status, 2);
     let after = dst
         .read_all(
             "primary.checkpoints.internal",
@@ -354,4 +393,72 @@ fn group_offsets_are_synced_to_idle_target_groups_and_never_rewound() {
         again.logs()
     );
     assert_eq!(again.stop(), Some(0));
+}
+
+#[test]
+fn failover_refuses_partitions_without_a_checkpoint_unless_partial_is_allowed() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let src = Client::new(&primary.addr);
+    src.create_topic("orders", 2);
+    produce_transactions(&primary.addr, "orders", 2, 3, 10);
+    let source: Vec<Vec<(i64, String)>> = (0..2)
+        .map(|p| records(&primary.addr, "orders", p, 30))
+        .collect();
+
+    // While kmirror runs, the group has an offset on partition 0 only: it gets a checkpoint.
+    commit(&primary.addr, "app", "orders", &[(0, source[0][12].0)]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = config(dir.path(), &primary.addr, &backup.addr, false, None);
+    let mut kmirror = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
+    let key = |p: i32| ("app".to_string(), "primary.orders".to_string(), p);
+    let cps = wait_for("a checkpoint of app on partition 0", T, || {
+        let cps = checkpoints(&backup.addr);
+        cps.contains_key(&key(0)).then_some(cps)
+    });
+    assert_eq!(kmirror.stop(), Some(0), "log:\n{}", kmirror.logs());
+
+    // With kmirror stopped, the group commits partition 1 too: no pass ever sees it, so it
+    // has no checkpoint (as when its offset is older than the oldest offset sync).
+    commit(&primary.addr, "app", "orders", &[(1, source[1][7].0)]);
+    assert!(!checkpoints(&backup.addr).contains_key(&key(1)));
+    let cfg_s = cfg.to_str().expect("path");
+    let names_partition_1 = |out: &str| {
+        out.lines().any(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            cells.len() > 3
+                && cells[0] == "primary.orders"
+                && cells[1] == "1"
+                && l.contains("no checkpoint")
+        })
+    };
+
+    // The dry run lists the partition and exits 1, so scripts notice.
+    let (code, out, err) = offsets("failover", cfg_s, "app", &[]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(names_partition_1(&out), "{out}");
+    assert!(err.contains("primary.orders[1]"), "{err}");
+
+    // --apply without --allow-partial: refused, nothing committed.
+    let (code, out, err) = offsets("failover", cfg_s, "app", &["--apply"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(names_partition_1(&out), "{out}");
+    assert!(
+        err.contains("primary.orders[1]") && err.contains("--allow-partial"),
+        "{err}"
+    );
+    assert!(
+        committed(&backup.addr, "app", "primary.orders", 2).is_empty(),
+        "a refused failover commits nothing"
+    );
+
+    // --allow-partial: partition 0 committed, partition 1 left out and named in a warning.
+    let (code, out, err) = offsets("failover", cfg_s, "app", &["--apply", "--allow-partial"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        err.contains("warning") && err.contains("primary.orders[1]"),
+        "{err}"
+    );
+    let on_target = committed(&backup.addr, "app", "primary.orders", 2);
+    assert_eq!(on_target.get(&0), Some(&cps[&key(0)].1), "{out}");
+    assert_eq!(on_target.get(&1), None, "partition 1 is left out");
 }

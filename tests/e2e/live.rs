@@ -143,12 +143,36 @@ fn a_replaced_policy_names_new_topics_and_renames_when_the_flow_allows_it() {
     src.create_topic("fresh", 1);
     produce(&src, "fresh", 0, 10);
     dst.read_all("prod-primary.fresh", 1, 10, T);
+    // `fresh` arrived under its new name, so the data plane follows the new routes (they
+    // come in one hand-over): every record produced to `orders` from now on goes to the
+    // new name, none to the old one.
     produce(&src, "orders", 20, 5);
-    let renamed = dst.read_all("prod-primary.orders", 1, 5, T);
-    assert!(!renamed.is_empty());
+    let new_values: Vec<String> = (20..25).map(|i| format!("orders-{i}")).collect();
+    let mut renamed = std::collections::BTreeMap::new();
+    let arrived = poll_until(T, || {
+        renamed = count_values(&dst.read_all("prod-primary.orders", 1, 5, Duration::from_secs(10)));
+        new_values
+            .iter()
+            .all(|v| renamed.contains_key(v))
+            .then_some(())
+    });
+    assert!(
+        arrived.is_some(),
+        "every record produced after the rename arrives under the new name: {renamed:?}"
+    );
     assert!(
         dst.topics().contains_key("primary.orders"),
         "the old target topic is kept"
+    );
+    let old = count_values(&dst.read_all("primary.orders", 1, 20, T));
+    assert!(
+        (0..20).all(|i| old.contains_key(&format!("orders-{i}"))),
+        "the old topic keeps the first 20 records: {old:?}"
+    );
+    let stray: Vec<&String> = new_values.iter().filter(|v| old.contains_key(*v)).collect();
+    assert!(
+        stray.is_empty(),
+        "records produced after the rename arrived under the old name: {stray:?}"
     );
     assert!(!dst.topics().contains_key("primary.fresh"));
     assert!(k.logs().contains("plugin reloaded"), "{}", k.logs());

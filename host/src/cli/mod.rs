@@ -2,6 +2,7 @@
 //! process exit code.
 
 mod daemon;
+mod failover;
 mod offsets;
 mod plan;
 mod plugin;

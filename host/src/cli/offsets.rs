@@ -1,16 +1,24 @@
 //! `kmirror offsets translate | failover`: a group's checkpoints, and committing them to
-//! the target group for a failover.
+//! the target group for a failover — refused when a partition the group committed on the
+//! source, of a topic the flow mirrors, has no checkpoint (unless `--allow-partial`).
 
-use crate::config::{self, LoadedConfig};
+use super::failover::{self, Coverage, Gate, Uncovered};
+use super::table;
+use crate::config::{self, LoadedConfig, ResolvedFlow};
 use crate::flow::checkpoints::read_checkpoints;
+use crate::flow::discovery::rules;
 use crate::flow::group_sync::{self, SyncPlan};
-use crate::flow::plugins::FlowPlugins;
+use crate::flow::plugins::{FlowPlugins, InternalTopics};
+use crate::flow::{OWN_GROUP_PREFIX, Routes};
 use crate::formats::Checkpoint;
 use crate::kafka::Cluster;
 use crate::plugin::cache::CacheChoice;
 use clap::{Args, Subcommand};
+use rdkafka::consumer::BaseConsumer;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Which group of which flow.
@@ -40,12 +48,18 @@ pub enum OffsetsCommand {
         json: bool,
     },
     /// Show what a failover would commit to the target group; commit it with --apply.
+    /// Refused (exit 1) when a partition the group committed on the source, of a topic
+    /// the flow mirrors, has no checkpoint.
     Failover {
         #[command(flatten)]
         args: GroupArgs,
         /// Commit (refused while the target group has active members).
         #[arg(long)]
         apply: bool,
+        /// Go ahead even when some of the group's partitions have no checkpoint (or the
+        /// source cannot be read to check): commit the others and name the ones left out.
+        #[arg(long)]
+        allow_partial: bool,
     },
 }
 
@@ -55,6 +69,9 @@ fn fail(code: u8, message: &str) -> ExitCode {
 }
 
 struct Opened {
+    flow: ResolvedFlow,
+    plugins: FlowPlugins,
+    internal: InternalTopics,
     target: Cluster,
     checkpoints: Vec<Checkpoint>,
 }
@@ -68,11 +85,11 @@ async fn open(cfg: LoadedConfig, flow: &str, group: &str) -> Result<Opened, (u8,
         ));
     };
     let plugins = FlowPlugins::for_flow(&flow);
-    let topic = plugins
+    let internal = plugins
         .internal_topics()
         .await
-        .map_err(|e| (1, e.to_string()))?
-        .checkpoints;
+        .map_err(|e| (1, e.to_string()))?;
+    let topic = internal.checkpoints.clone();
     let target = Cluster::new(&flow.target).map_err(|e| (1, e.to_string()))?;
     let read = read_checkpoints(&target, &topic, Duration::from_secs(30))
         .await
@@ -95,9 +112,73 @@ async fn open(cfg: LoadedConfig, flow: &str, group: &str) -> Result<Opened, (u8,
         .collect();
     checkpoints.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
     Ok(Opened {
+        flow,
+        plugins,
+        internal,
         target,
         checkpoints,
     })
+}
+
+/// Which of `group`'s partitions on the source, of topics the flow mirrors (decided with
+/// the flow's plugins as discovery decides them), have no checkpoint.
+async fn coverage(o: &Opened, group: &str) -> Coverage {
+    match read_uncovered(o, group).await {
+        Ok(missing) => Coverage::Checked(missing),
+        Err(why) => Coverage::Unknown(why),
+    }
+}
+
+async fn read_uncovered(o: &Opened, group: &str) -> Result<Vec<Uncovered>, String> {
+    let source = Cluster::new(&o.flow.source).map_err(|e| e.to_string())?;
+    let (listed, target) = tokio::join!(source.topics(), o.target.topics());
+    let listed = listed.map_err(|e| e.to_string())?;
+    let target = target.map_err(|e| e.to_string())?;
+    let plugins = o.plugins.clone().reserving(&o.internal);
+    let names: Vec<String> = listed.keys().cloned().collect();
+    let decided = plugins
+        .batch(&names, rules::decide_with)
+        .await
+        .map_err(|e| format!("deciding the source topics: {e}"))?;
+    let routes = rules::plan(&listed, &target, &decided.decisions, &Routes::new()).mirror;
+    // Topics a plugin call failed for might be mirrored: asked about too, so that the group
+    // committing on one of them is reported rather than passed over.
+    let undecided: BTreeSet<&str> = decided.failed.iter().map(|(t, _)| t.as_str()).collect();
+    let partitions: Vec<(String, i32)> = listed
+        .iter()
+        .filter(|(t, _)| routes.contains_key(*t) || undecided.contains(t.as_str()))
+        .flat_map(|(t, &n)| (0..n).map(move |p| (t.clone(), p)))
+        .collect();
+    let client = source.group_client(group).map_err(|e| e.to_string())?;
+    let committed = source
+        .committed(&client, group, &partitions)
+        .await
+        .map_err(|e| e.to_string())?;
+    let failed: Vec<String> = decided
+        .failed
+        .iter()
+        .filter(|(t, _)| committed.iter().any(|c| &c.topic == t))
+        .map(|(t, e)| format!("{t} ({e})"))
+        .collect();
+    if !failed.is_empty() {
+        return Err(format!(
+            "the flow's plugins could not decide topics the group committed on: {}",
+            failed.join(", ")
+        ));
+    }
+    let accepted = !group.starts_with(OWN_GROUP_PREFIX)
+        && !plugins
+            .accept_groups(vec![group.to_string()])
+            .await
+            .map_err(|e| format!("the group filter: {e}"))?
+            .is_empty();
+    Ok(failover::uncovered(
+        &committed,
+        &routes,
+        &o.checkpoints,
+        &target,
+        accepted,
+    ))
 }
 
 /// Runs an offsets subcommand.
@@ -128,7 +209,11 @@ pub fn run(cmd: OffsetsCommand, cache: &CacheChoice) -> ExitCode {
         };
         match cmd {
             OffsetsCommand::Translate { json, .. } => translate(&opened, json),
-            OffsetsCommand::Failover { apply, .. } => failover(&opened, &group, apply).await,
+            OffsetsCommand::Failover {
+                apply,
+                allow_partial,
+                ..
+            } => failover(&opened, &group, apply, allow_partial).await,
         }
     })
 }
@@ -158,8 +243,14 @@ fn translate(o: &Opened, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn failover(o: &Opened, group: &str, apply: bool) -> ExitCode {
+async fn failover(o: &Opened, group: &str, apply: bool, allow_partial: bool) -> ExitCode {
+    let coverage = coverage(o, group).await;
+    let missing: &[Uncovered] = match &coverage {
+        Coverage::Checked(missing) => missing,
+        Coverage::Unknown(_) => &[],
+    };
     if o.checkpoints.is_empty() {
+        print_missing(missing);
         return fail(
             1,
             &format!("no checkpoints for group {group}: nothing to fail over"),
@@ -173,22 +264,32 @@ async fn failover(o: &Opened, group: &str, apply: bool) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(1, &e.to_string()),
     };
-    println!(
-        "{:<40} {:>9} {:>16} {:>14}",
-        "target topic", "partition", "target committed", "would commit"
-    );
+    let mut rows = vec![header()];
     for c in &o.checkpoints {
         let committed = group_sync::committed_of(&sync.committed, c);
-        let now = committed.map_or("-".to_string(), |o| o.to_string());
         let next = if group_sync::is_behind(committed, c) {
             c.downstream.to_string()
         } else {
             "(ahead, kept)".to_string()
         };
-        println!(
-            "{:<40} {:>9} {:>16} {:>14}",
-            c.topic, c.partition, now, next
-        );
+        rows.push(vec![
+            c.topic.clone(),
+            c.partition.to_string(),
+            shown(committed),
+            next,
+            String::new(),
+        ]);
+    }
+    rows.extend(missing_rows(o, &client, group, missing).await);
+    print_rows(&rows);
+    match failover::gate(&coverage, allow_partial) {
+        Gate::Refuse => return fail(1, &failover::refusal(group, &coverage)),
+        Gate::Partial => {
+            if let Some(warning) = failover::partial_warning(group, &coverage) {
+                eprintln!("warning: {warning}");
+            }
+        }
+        Gate::Complete => {}
     }
     let state = &sync.state;
     match &sync.plan {
@@ -219,4 +320,77 @@ async fn failover(o: &Opened, group: &str, apply: bool) -> ExitCode {
             ExitCode::SUCCESS
         }
     }
+}
+
+fn header() -> Vec<String> {
+    [
+        "target topic",
+        "partition",
+        "target committed",
+        "would commit",
+        "note",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn shown(offset: Option<i64>) -> String {
+    offset.map_or("-".to_string(), |o| o.to_string())
+}
+
+fn print_rows(rows: &[Vec<String>]) {
+    let widths = table::widths(rows);
+    for row in rows {
+        println!("{}", table::line(row, &widths));
+    }
+}
+
+/// A row per partition without a checkpoint, with the target group's committed offset
+/// there (read through `client`; `?` if it cannot be read).
+async fn missing_rows(
+    o: &Opened,
+    client: &Arc<BaseConsumer>,
+    group: &str,
+    missing: &[Uncovered],
+) -> Vec<Vec<String>> {
+    if missing.is_empty() {
+        return Vec::new();
+    }
+    let partitions: Vec<(String, i32)> = missing
+        .iter()
+        .map(|u| (u.target_topic.clone(), u.partition))
+        .collect();
+    let committed = o.target.committed(client, group, &partitions).await.ok();
+    missing
+        .iter()
+        .map(|u| {
+            let now = committed.as_ref().map_or("?".to_string(), |c| {
+                let at = c
+                    .iter()
+                    .find(|c| c.topic == u.target_topic && c.partition == u.partition);
+                shown(at.map(|c| c.offset))
+            });
+            missing_row(u, now)
+        })
+        .collect()
+}
+
+fn missing_row(u: &Uncovered, target_committed: String) -> Vec<String> {
+    vec![
+        u.target_topic.clone(),
+        u.partition.to_string(),
+        target_committed,
+        "no checkpoint".to_string(),
+        format!("source offset {}: {}", u.source_offset, u.reason),
+    ]
+}
+
+/// The partitions without a checkpoint, when the group has none at all.
+fn print_missing(missing: &[Uncovered]) {
+    if missing.is_empty() {
+        return;
+    }
+    let mut rows = vec![header()];
+    rows.extend(missing.iter().map(|u| missing_row(u, "?".to_string())));
+    print_rows(&rows);
 }
