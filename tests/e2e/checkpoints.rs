@@ -462,3 +462,76 @@ fn failover_refuses_partitions_without_a_checkpoint_unless_partial_is_allowed() 
     assert_eq!(on_target.get(&0), Some(&cps[&key(0)].1), "{out}");
     assert_eq!(on_target.get(&1), None, "partition 1 is left out");
 }
+
+/// Finding 4: checkpoints reloaded after a restart carry no epoch. With the target topic
+/// recreated while kmirror was down, the reloaded checkpoint points into the old topic;
+/// the new syncs give no (or a lower) translation, and group offset sync committed the
+/// stale offset to the empty target group, whose consumers then skipped everything. Now a
+/// reloaded checkpoint is synced only once this process derived it again from the syncs as
+/// they are, and never beyond the partition's end.
+#[test]
+fn a_checkpoint_reloaded_after_the_target_topic_was_recreated_is_not_synced() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("events", 1);
+    for i in 0..100 {
+        let v = format!("e-{i}");
+        src.produce(
+            "events",
+            0,
+            v.as_bytes(),
+            v.as_bytes(),
+            &[],
+            1_700_000_000_000 + i,
+        );
+    }
+    src.flush();
+    commit(&primary.addr, "app", "events", &[(0, 80)]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let cfg = config(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        false,
+        Some(&status),
+    );
+    let mut kmirror = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
+    wait_for("app's checkpoint", T, || {
+        checkpoints(&backup.addr)
+            .get(&("app".to_string(), "primary.events".to_string(), 0))
+            .filter(|c| c.0 == 80)
+            .map(|_| ())
+    });
+    assert_eq!(kmirror.stop(), Some(0), "log:\n{}", kmirror.logs());
+
+    // While kmirror is down the target topic is recreated, empty; new records follow.
+    dst.delete_topic("primary.events");
+    dst.create_topic("primary.events", 1);
+    for i in 100..110 {
+        let v = format!("e-{i}");
+        src.produce(
+            "events",
+            0,
+            v.as_bytes(),
+            v.as_bytes(),
+            &[],
+            1_700_000_000_000 + i,
+        );
+    }
+    src.flush();
+    let cfg = config(dir.path(), &primary.addr, &backup.addr, true, Some(&status));
+    let mut again = Kmirror::start(&cfg, &dir.path().join("kmirror2.log"));
+    dst.read_all("primary.events", 1, 10, T);
+    wait_for("the checkpoints reloaded", T, || {
+        again.logs().contains("reloaded checkpoints").then_some(())
+    });
+    wait_checkpoint_passes(&status, 4);
+    let synced = committed(&backup.addr, "app", "primary.events", 1);
+    assert!(
+        synced.get(&0).is_none_or(|o| *o <= 10),
+        "the reloaded checkpoint (80, into the old topic) was synced to the recreated one: {synced:?}; log:\n{}",
+        again.logs()
+    );
+    assert_eq!(again.stop(), Some(0));
+}

@@ -226,7 +226,11 @@ fn a_rolling_restart_loses_nothing() {
         duplicated,
         0,
         "a graceful leave duplicates nothing; logs:\n{}",
-        running.iter().map(|k| k.logs()).collect::<Vec<_>>().join("\n----\n")
+        running
+            .iter()
+            .map(|k| k.logs())
+            .collect::<Vec<_>>()
+            .join("\n----\n")
     );
     for k in &mut running {
         assert_eq!(k.stop(), Some(0));
@@ -397,7 +401,14 @@ fn partitions_nobody_mirrors_are_reported_and_the_members_rejoin() {
     let dir = tempfile::tempdir().expect("tempdir");
     let status = free_addr();
     let flows = flow_table("primary", "backup", "");
-    let config = config_file(dir.path(), &primary.addr, &backup.addr, &plugins_dir(), Some(&status), &flows);
+    let config = config_file(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        &plugins_dir(),
+        Some(&status),
+        &flows,
+    );
     let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
     wait_for("kmirror owning the four partitions", T, || {
         (share(&status)?.0 == 4).then_some(())
@@ -429,8 +440,9 @@ fn partitions_nobody_mirrors_are_reported_and_the_members_rejoin() {
         let (_, s) = http_get(&status, "/status")?;
         let health = &s["flows"][0]["health"];
         let reasons = health["reasons"].to_string();
-        (unowned(&status)? > 0 && reasons.contains("have had no owner for longer than two session timeouts"))
-            .then_some(reasons)
+        (unowned(&status)? > 0
+            && reasons.contains("have had no owner for longer than two session timeouts"))
+        .then_some(reasons)
     });
     assert!(reasons.contains("held["), "{reasons}");
     wait_for("the members asked to rejoin", T, || {
@@ -443,7 +455,9 @@ fn partitions_nobody_mirrors_are_reported_and_the_members_rejoin() {
     rogue.join().expect("rogue");
     wait_for("every partition owned again, nothing unowned", T, || {
         let (_, s) = http_get(&status, "/status")?;
-        (share(&status)?.0 == 4 && unowned(&status)? == 0 && s["flows"][0]["health"]["state"] == "ok")
+        (share(&status)?.0 == 4
+            && unowned(&status)? == 0
+            && s["flows"][0]["health"]["state"] == "ok")
             .then_some(())
     });
     assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());

@@ -206,3 +206,78 @@ pub async fn read_to_end(
     }
     Ok(true)
 }
+
+impl Cluster {
+    /// Whether each partition's log reaches the given offset (holds a record at or after
+    /// it): `Some(true)`, `Some(false)` when the offset is at or past its end, `None` when no
+    /// answer came within `timeout` each. Asked one partition at a time (librdkafka names
+    /// no partition with an out-of-range error), outside any group.
+    pub async fn logs_reach(
+        &self,
+        at: Vec<(String, i32, i64)>,
+        timeout: Duration,
+    ) -> Result<Vec<((String, i32), Option<bool>)>, KafkaError> {
+        use rdkafka::consumer::BaseConsumer;
+        let op = "probe the ends of target partitions";
+        let consumer: BaseConsumer = self
+            .config_with(&[
+                ("group.id", "kmirror-probe"),
+                ("enable.auto.commit", "false"),
+                ("enable.auto.offset.store", "false"),
+                ("enable.partition.eof", "true"),
+                ("auto.offset.reset", "error"),
+                ("fetch.wait.max.ms", "10"),
+            ])
+            .create()
+            .map_err(|e| self.error(op, e))?;
+        tokio::task::spawn_blocking(move || {
+            at.into_iter()
+                .map(|(t, p, o)| {
+                    let reaches = log_reaches(&consumer, &t, p, o, timeout);
+                    ((t, p), reaches)
+                })
+                .collect()
+        })
+        .await
+        .map_err(|e| self.error(op, e))
+    }
+}
+
+/// Whether `topic`/`partition` holds a record at or after `offset` (see
+/// [`Cluster::logs_reach`]).
+fn log_reaches(
+    consumer: &rdkafka::consumer::BaseConsumer,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    timeout: Duration,
+) -> Option<bool> {
+    use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode as Code};
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+        .ok()?;
+    consumer.assign(&tpl).ok()?;
+    let deadline = Instant::now() + timeout;
+    let answer = loop {
+        if Instant::now() >= deadline {
+            break None;
+        }
+        match consumer.poll(Duration::from_millis(50)) {
+            Some(Ok(m)) if m.topic() == topic && m.partition() == partition => {
+                break Some(m.offset() >= offset);
+            }
+            Some(Err(RdError::PartitionEOF(p))) if p == partition => break Some(false),
+            Some(Err(e))
+                if matches!(
+                    e.rdkafka_error_code(),
+                    Some(Code::AutoOffsetReset | Code::OffsetOutOfRange)
+                ) =>
+            {
+                break Some(false);
+            }
+            _ => {}
+        }
+    };
+    let _ = consumer.unassign();
+    answer
+}

@@ -312,6 +312,26 @@ impl Client {
         });
     }
 
+    /// Deletes `topic` and waits until it is gone.
+    pub fn delete_topic(&self, topic: &str) {
+        use rdkafka::admin::{AdminClient, AdminOptions};
+        let admin: AdminClient<_> = ClientConfig::new()
+            .set("bootstrap.servers", &self.addr)
+            .create()
+            .expect("admin");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
+        let res = rt
+            .block_on(admin.delete_topics(&[topic], &AdminOptions::new()))
+            .expect("delete topic");
+        assert!(res[0].is_ok(), "delete {topic}: {res:?}");
+        wait_for("the topic to go", Duration::from_secs(10), || {
+            (!self.topics().contains_key(topic)).then_some(())
+        });
+    }
+
     /// Produces one record and waits for the ack.
     pub fn produce(
         &self,

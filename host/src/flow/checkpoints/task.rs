@@ -82,6 +82,7 @@ pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
         last: HashMap::new(),
         confirmed: HashSet::new(),
         bounds: HashMap::new(),
+        probed: HashMap::new(),
         clients: HashMap::new(),
         accepted: Vec::new(),
         listed_at: None,
@@ -156,6 +157,9 @@ pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
     }
 }
 
+/// Target partitions probed at most per checkpoint pass (the others wait for the next).
+const MAX_PROBES_PER_PASS: usize = 64;
+
 /// A translation, and the oldest and newest target offsets its syncs describe.
 struct Translated {
     offset: i64,
@@ -175,6 +179,9 @@ struct Checkpointer {
     confirmed: HashSet<CheckpointKey>,
     /// The end no checkpoint of a target partition may pass, as of the last pass.
     bounds: HashMap<(String, i32), i64>,
+    /// Target partitions that end before their newest synced record: that record's offset
+    /// and whether the log does not reach it (stale syncs).
+    probed: HashMap<(String, i32), (i64, bool)>,
     clients: HashMap<(bool, String), Arc<BaseConsumer>>,
     accepted: Vec<String>,
     listed_at: Option<Instant>,
@@ -256,6 +263,7 @@ impl Checkpointer {
         let Some(ends) = ends else {
             return Vec::new();
         };
+        let stale = self.stale_partitions(&routes, &partitions, &ends).await;
         // Every accepted group's committed offsets, from the one admin client.
         let offsets = match self.ctx.source.committed_of_groups(&self.accepted).await {
             Ok(o) => o,
@@ -318,7 +326,7 @@ impl Checkpointer {
                 };
                 let target = (route.target.clone(), c.partition);
                 let end = ends.get(&target).copied();
-                if !rules::syncs_match_target(end, t.oldest_downstream) {
+                if !rules::syncs_match_target(end, t.oldest_downstream) || stale.contains(&target) {
                     continue;
                 }
                 let bound = rules::checkpoint_bound(end, t.newest_downstream);
@@ -365,6 +373,78 @@ impl Checkpointer {
                 None
             }
         }
+    }
+
+    /// The target partitions whose syncs describe records their log does not hold: it ends
+    /// before the newest record the syncs describe — either the broker reports an end that
+    /// lags (some report the last batch's base offset + 1) or the topic was recreated and
+    /// the syncs are the old topic's, e.g. right after a restart, before a new sync came. A
+    /// fetch at that record tells which; answers are kept while the newest sync is the same.
+    async fn stale_partitions(
+        &mut self,
+        routes: &Routes,
+        partitions: &[(String, i32)],
+        ends: &HashMap<(String, i32), i64>,
+    ) -> HashSet<(String, i32)> {
+        // Target partition -> the newest record its syncs describe, where the end is not
+        // past it.
+        let behind: HashMap<(String, i32), i64> = {
+            let store = self
+                .ctx
+                .store
+                .store
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            partitions
+                .iter()
+                .filter_map(|(topic, p)| {
+                    let target = (routes.get(topic)?.target.clone(), *p);
+                    let newest = store.newest_downstream(topic, *p)?;
+                    (*ends.get(&target)? <= newest).then_some((target, newest))
+                })
+                .collect()
+        };
+        self.probed.retain(|target, _| behind.contains_key(target));
+        let suspects: Vec<(String, i32, i64)> = behind
+            .iter()
+            .filter(|(target, newest)| self.probed.get(*target).is_none_or(|(at, _)| at != *newest))
+            .map(|((t, p), n)| (t.clone(), *p, *n))
+            .take(MAX_PROBES_PER_PASS)
+            .collect();
+        if !suspects.is_empty() {
+            match self
+                .ctx
+                .target
+                .logs_reach(suspects, Duration::from_secs(2))
+                .await
+            {
+                Ok(answers) => {
+                    for (target, reaches) in answers {
+                        let (Some(reaches), Some(at)) = (reaches, behind.get(&target)) else {
+                            continue;
+                        };
+                        if !reaches {
+                            tracing::info!(flow = %self.ctx.telemetry.flow, topic = %target.0, partition = target.1, newest_synced = at, "the target partition ends before the records its offset syncs describe (recreated?): no checkpoints from them until new syncs come");
+                        }
+                        self.probed.insert(target, (*at, !reaches));
+                    }
+                }
+                Err(e) => self
+                    .ctx
+                    .telemetry
+                    .note_error("probe target partitions", e.kind(), &e),
+            }
+        }
+        // Stale, or not answered yet (this pass makes no checkpoint from them).
+        behind
+            .into_iter()
+            .filter(|(target, newest)| {
+                self.probed
+                    .get(target)
+                    .is_none_or(|(at, stale)| at != newest || *stale)
+            })
+            .map(|(target, _)| target)
+            .collect()
     }
 
     /// When the store reset a partition (a rewind: the target topic was recreated, or the
