@@ -62,6 +62,7 @@ fn the_example_configuration_validates_and_names_every_key() {
         "offset_flush_interval",
         "start_offset",
         "sync_topic_configs",
+        "sync_topic_configs_interval",
         "emit_checkpoints_enabled",
         "emit_checkpoints_interval",
         "refresh_groups_interval",

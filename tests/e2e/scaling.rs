@@ -14,10 +14,11 @@
 //! kmirror, with plain confluent-kafka consumers, two per "instance" leaving together:
 //! 1 run in 4 left a member with 1 of 6 partitions for 90 s). Two members of one instance
 //! leaving together trigger it (the first leave starts a rebalance, the second may be the
-//! leader), and so does a leave during the rebalance that follows a join. So the rolling
-//! restart runs one replication task per instance and waits for the group to settle after
-//! each start, as an operator's rolling restart waits for each instance to be back; the
-//! three-instance test kills (no leave) with two tasks per instance.
+//! leader), and so does a leave during the rebalance that follows a join. kmirror's tasks
+//! therefore leave one at a time, each once the group re-formed: the restart and rolling
+//! restart tests run two tasks per instance to hold that. The rolling restart still waits
+//! for the group to settle after each start, as an operator's rolling restart waits for
+//! each instance to be back (a leave during the rebalance after a join can strand it).
 
 mod support;
 
