@@ -15,7 +15,7 @@
 
 use serde::Deserialize;
 use std::ffi::OsStr;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The manifest of a Python or JavaScript plugin project.
@@ -193,21 +193,9 @@ fn manifest_problems(m: &Manifest) -> Vec<String> {
             "name `{name}` is not a plugin name: use 1 to {MAX_NAME_LEN} ASCII letters, digits, `-` and `_`, not starting with `-`"
         ));
     }
-    for (key, path) in [("source", &m.source), ("wit", &m.wit)] {
-        if !inside(path) {
-            problems.push(format!(
-                "{key} `{}` is outside the project: give a relative path without `..`",
-                path.display()
-            ));
-        }
-    }
+    // `source` and `wit` are only read (a shared WIT directory beside the project is
+    // common); only the output, named after `name`, is written.
     problems
-}
-
-/// Whether `path`, relative to a directory, stays inside it (no root, no `..`).
-fn inside(path: &Path) -> bool {
-    path.components()
-        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
 }
 
 /// The installed `tool`: the first executable file of that name in an absolute directory

@@ -52,7 +52,7 @@ fn manifest(name: &str, source: &str, wit: &str) -> Manifest {
 }
 
 #[test]
-fn names_and_paths_must_stay_in_the_project() {
+fn the_output_name_must_stay_in_the_project() {
     for name in ["x", "eu-west_1", "A9", &"n".repeat(64)] {
         assert_eq!(
             manifest_problems(&manifest(name, "app.py", "wit")),
@@ -79,20 +79,9 @@ fn names_and_paths_must_stay_in_the_project() {
         );
     }
     assert_eq!(
-        manifest_problems(&manifest("x", "./src/app.py", "./wit")),
-        Vec::<String>::new()
-    );
-    let problems = manifest_problems(&manifest("x", "/etc/passwd", "../wit"));
-    assert_eq!(
-        problems,
-        [
-            "source `/etc/passwd` is outside the project: give a relative path without `..`",
-            "wit `../wit` is outside the project: give a relative path without `..`",
-        ]
-    );
-    assert_eq!(
-        manifest_problems(&manifest("x", "src/../../app.py", "wit")).len(),
-        1
+        manifest_problems(&manifest("x", "./src/app.py", "../../wit")),
+        Vec::<String>::new(),
+        "inputs may live beside the project (a shared WIT directory)"
     );
 }
 
