@@ -74,6 +74,7 @@ fn the_example_configuration_validates_and_names_every_key() {
         "unreachable_after",
         "replication_tasks",
         "allow_policy_change",
+        "take_over_from_mm2",
     ] {
         assert!(
             text.contains(&format!("{key} =")) || text.contains(&format!("{key}]")),

@@ -3,6 +3,7 @@
 
 mod daemon;
 mod failover;
+mod import_mm2;
 mod offsets;
 mod plan;
 mod plugin;

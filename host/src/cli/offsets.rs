@@ -61,9 +61,15 @@ pub enum OffsetsCommand {
         #[arg(long)]
         allow_partial: bool,
     },
+    /// Take over from MirrorMaker 2: show, per partition MM2 mirrored, the progress its
+    /// offsets topic (`mm2-offsets.<source>.internal` on the target) gives; seed the
+    /// flow's progress with it with --apply (refused while the flow has progress, unless
+    /// --force).
+    #[command(name = "import-mm2")]
+    ImportMm2(super::import_mm2::ImportArgs),
 }
 
-fn fail(code: u8, message: &str) -> ExitCode {
+pub(super) fn fail(code: u8, message: &str) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::from(code)
 }
@@ -187,6 +193,7 @@ pub fn run(cmd: OffsetsCommand, cache: &CacheChoice) -> ExitCode {
         OffsetsCommand::Translate { args, .. } | OffsetsCommand::Failover { args, .. } => {
             (args.config.clone(), args.flow.clone(), args.group.clone())
         }
+        OffsetsCommand::ImportMm2(args) => return super::import_mm2::run(args, cache),
     };
     let cfg = match config::load(&path, cache) {
         Ok(cfg) => cfg,
@@ -214,6 +221,7 @@ pub fn run(cmd: OffsetsCommand, cache: &CacheChoice) -> ExitCode {
                 allow_partial,
                 ..
             } => failover(&opened, &group, apply, allow_partial).await,
+            OffsetsCommand::ImportMm2(_) => ExitCode::SUCCESS,
         }
     })
 }

@@ -221,6 +221,11 @@ pub struct FlowConfig {
     /// and the running policy keeps serving.
     #[serde(default)]
     pub allow_policy_change: bool,
+    /// Whether the flow takes over from a MirrorMaker 2 that mirrored the same clusters: at
+    /// its first start (no progress stored yet) its progress is seeded from MM2's offsets
+    /// topic on the target (`mm2-offsets.<source>.internal`).
+    #[serde(default)]
+    pub take_over_from_mm2: bool,
 }
 
 fn default_plugins_dir() -> PathBuf {

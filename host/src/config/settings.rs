@@ -38,6 +38,8 @@ pub struct FlowSettings {
     pub replication_tasks: u32,
     /// Whether a reload may give already-mirrored topics new target names.
     pub allow_policy_change: bool,
+    /// Whether the first start seeds progress from MirrorMaker 2's offsets topic.
+    pub take_over_from_mm2: bool,
 }
 
 /// The most replication tasks one flow may have per instance.
@@ -171,6 +173,7 @@ impl FlowSettings {
                 std::thread::available_parallelism().map_or(1, |n| n.get().min(4) as u32)
             }),
             allow_policy_change: c.allow_policy_change,
+            take_over_from_mm2: c.take_over_from_mm2,
         })
     }
 }

@@ -15,6 +15,7 @@
 //!   without an owner and has the members rejoin.
 //! - [`plugins`]: the flow's plugin roles behind async, batched calls, swappable while it
 //!   runs; [`reload`]: whether a running flow may take new roles.
+//! - [`takeover`]: seeding the flow's progress from a MirrorMaker 2 it replaces.
 //! - [`telemetry`]: the flow's counters and status, rendered by `/status` and `/metrics`.
 //! - [`supervisor`]: wires one flow's tasks together and watches them (`tasks`).
 
@@ -30,6 +31,7 @@ pub mod plugins;
 pub mod reload;
 pub mod replication;
 pub mod supervisor;
+pub mod takeover;
 mod tasks;
 pub mod telemetry;
 

@@ -13,7 +13,7 @@ use super::tasks::Tasks;
 use super::telemetry::{Counter, FlowTelemetry};
 use super::{
     CHECKPOINTS_SINGLE, FlowError, Routes, SYNCS_SINGLE, discovery, ownership, progress_group,
-    replication, retry,
+    replication, retry, takeover,
 };
 use crate::config::{ResolvedFlow, SyncsLocation};
 use crate::kafka::Cluster;
@@ -79,6 +79,39 @@ pub async fn run(
     match checked.await {
         None => return Ok(()),
         Some(shape) => shape.map_err(misshapen)?,
+    }
+
+    if flow.settings.take_over_from_mm2 {
+        let group = progress_group(src, dst);
+        let took = retry(
+            "take over from MirrorMaker 2",
+            &telemetry,
+            &shutdown,
+            || takeover::prepare(&source, &target, &group, false),
+        );
+        let Some(plan) = took.await else {
+            return Ok(());
+        };
+        match &plan.refused {
+            Some(_) => {
+                tracing::info!(flow = %name, "take_over_from_mm2: the flow has progress already; nothing seeded")
+            }
+            None if plan.seeds.is_empty() => {
+                tracing::info!(flow = %name, topic = %takeover::mm2_offsets_topic(src), "take_over_from_mm2: MirrorMaker 2 left no offsets; nothing seeded")
+            }
+            None => {
+                let seeded = retry(
+                    "seed progress from MirrorMaker 2",
+                    &telemetry,
+                    &shutdown,
+                    || takeover::apply(&source, &group, &plan),
+                );
+                let Some(n) = seeded.await else {
+                    return Ok(());
+                };
+                tracing::info!(flow = %name, partitions = n, "took over from MirrorMaker 2: progress seeded from its offsets");
+            }
+        }
     }
 
     // The flow's own token: a failed task stops its siblings, not other flows.

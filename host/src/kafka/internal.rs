@@ -281,3 +281,77 @@ fn log_reaches(
     let _ = consumer.unassign();
     answer
 }
+
+/// Reads every partition of `topic` from its beginning to the ends they had when the read
+/// started (past a lagging reported end: what came with the last fetch is read too), giving
+/// each record's key and value to `each`; stops at `timeout`. Returns whether every
+/// partition's end was reached.
+pub async fn read_topic_to_end<F>(
+    cluster: &Cluster,
+    topic: &str,
+    timeout: Duration,
+    mut each: F,
+) -> Result<bool, KafkaError>
+where
+    F: FnMut(Option<&[u8]>, Option<&[u8]>) + Send + 'static,
+{
+    use rdkafka::consumer::BaseConsumer;
+    let op = || format!("read {topic}");
+    let partitions = cluster.topics().await?.get(topic).copied().unwrap_or(0);
+    let consumer: BaseConsumer = cluster
+        .config_with(&[
+            ("group.id", &format!("kmirror-reader-{topic}")),
+            ("enable.auto.commit", "false"),
+            ("enable.auto.offset.store", "false"),
+            ("enable.partition.eof", "false"),
+        ])
+        .create()
+        .map_err(|e| cluster.error(op(), e))?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .map_err(|e| cluster.error(op(), e))?;
+    }
+    consumer.assign(&tpl).map_err(|e| cluster.error(op(), e))?;
+    let (name, error) = (topic.to_string(), cluster.error(op(), "read failed"));
+    let done = tokio::task::spawn_blocking(move || {
+        let mut ends = Vec::new();
+        for p in 0..partitions {
+            let (_, high) = consumer
+                .fetch_watermarks(&name, p, REQUEST_TIMEOUT)
+                .map_err(|e| e.to_string())?;
+            ends.push(high);
+        }
+        let mut reached: Vec<bool> = ends.iter().map(|e| *e <= 0).collect();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let all = reached.iter().all(|r| *r);
+            let wait = if all {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(100)
+            };
+            match consumer.poll(wait) {
+                Some(Ok(m)) => {
+                    each(m.key(), m.payload());
+                    if let (Some(r), Some(end)) = (
+                        reached.get_mut(m.partition() as usize),
+                        ends.get(m.partition() as usize),
+                    ) {
+                        *r |= m.offset() + 1 >= *end;
+                    }
+                }
+                Some(Err(e)) => return Err(e.to_string()),
+                // Everything reached and what was fetched with it read.
+                None if all => return Ok(true),
+                None => {}
+            }
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+        }
+    })
+    .await
+    .map_err(|e| cluster.error(op(), e))?;
+    done.map_err(|message| KafkaError { message, ..error })
+}

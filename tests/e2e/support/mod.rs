@@ -371,6 +371,17 @@ impl Client {
         }
     }
 
+    /// Produces a tombstone (a null value) for `key` and waits for the ack.
+    pub fn produce_tombstone(&self, topic: &str, partition: i32, key: &[u8]) {
+        let record: BaseRecord<'_, [u8], [u8]> =
+            BaseRecord::to(topic).partition(partition).key(key);
+        self.producer
+            .send(record)
+            .map_err(|(e, _)| e)
+            .expect("produce a tombstone");
+        self.flush();
+    }
+
     /// Waits until everything produced so far is acked.
     pub fn flush(&self) {
         self.producer.flush(Duration::from_secs(30)).expect("flush");
