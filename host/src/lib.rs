@@ -13,15 +13,17 @@
 //!   [`histogram`]: atomic fixed-bucket histograms.
 //! - [`plugin`]: the WebAssembly runtime — engine and limits, compile cache, component
 //!   loading and role detection, per-role instances — and the native built-ins.
-//! - [`kafka`]: rdkafka clients, the admin operations kmirror uses, and the internal-topic
-//!   writer and reader.
+//! - [`kafka`]: rdkafka clients, the admin operations kmirror uses (and those the rdkafka
+//!   crate lacks, through librdkafka directly: group offsets, described assignments), and
+//!   the internal-topic writer and readers.
 //! - [`authoring`]: tools for plugin authors: the conformance suite (`plugin check`),
 //!   `plugin eval` and the `plugin new` scaffold.
 //! - [`config`]: the TOML configuration, strict validation with file:line errors, and each
 //!   flow's validated settings.
 //! - [`flow`]: one source -> target flow, one MM2 concept per module: `discovery`,
-//!   `replication`, `offset_syncs`, `checkpoints`, `group_sync`, `heartbeats`; the plugin
-//!   facade, telemetry, and the supervisor that wires them.
+//!   `replication`, `offset_syncs`, `checkpoints`, `group_sync`, `heartbeats`; the
+//!   instances' coordination (`leadership`, `duties`, `ownership`), the takeover from MM2
+//!   (`takeover`), the plugin facade, telemetry, and the supervisor that wires them.
 //! - [`telemetry`]: what the daemon shows: its flows' telemetry, every plugin's stats,
 //!   config reloads; [`metrics`], [`status`]: `/metrics` (Prometheus) and `/health` +
 //!   `/status`, rendered from it.

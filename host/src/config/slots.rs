@@ -2,8 +2,8 @@
 //! (MM2's default built-in when the slot is absent), each loaded, role-checked and
 //! configured, so `kmirror validate` catches a wrong plugin without connecting anywhere.
 
+use super::errors::Validator;
 use super::model::{FlowConfig, SlotConfig};
-use super::validate::Validator;
 use crate::plugin::{Plugin, PluginHost, PluginSource, builtin};
 use crate::policy::{Config, FlowRoles, PluginError, Role};
 use std::collections::BTreeMap;

@@ -1,6 +1,6 @@
 //! Loading and validating a configuration file; every problem is reported at once.
 
-use super::errors::{ConfigError, ConfigErrors};
+use super::errors::{ConfigError, ConfigErrors, Validator};
 use super::model::*;
 use super::settings::FlowSettings;
 use super::slots::SlotSources;
@@ -99,11 +99,7 @@ fn load_text(
     registry: Arc<PluginRegistry>,
     plugins_dir: Option<&Path>,
 ) -> Result<LoadedConfig, ConfigErrors> {
-    let mut v = Validator {
-        text,
-        file: path.to_path_buf(),
-        errors: Vec::new(),
-    };
+    let mut v = Validator::new(text, path.to_path_buf());
     let parsed: ConfigFile = match toml::from_str(text) {
         Ok(parsed) => parsed,
         Err(e) => {
@@ -247,62 +243,7 @@ fn valid_alias(alias: &str) -> bool {
 /// The largest memory cap a plugin instance may be given, in MiB (wasm32's address space).
 const MAX_MEMORY_LIMIT_MIB: usize = 4096;
 
-pub(super) struct Validator<'a> {
-    text: &'a str,
-    file: PathBuf,
-    pub(super) errors: Vec<ConfigError>,
-}
-
 impl Validator<'_> {
-    pub(super) fn error(&mut self, span: Range<usize>, key: &str, message: &str) {
-        let before = &self.text[..span.start.min(self.text.len())];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        self.errors.push(ConfigError {
-            file: self.file.clone(),
-            line,
-            column,
-            key: key.to_string(),
-            message: message.to_string(),
-        });
-    }
-
-    /// Where `key = ...` is written in the table that starts at `table.start` (up to the
-    /// next table header); `table` itself if the key is not written there.
-    fn key_span(&self, table: Range<usize>, key: &str) -> Range<usize> {
-        let start = table.start.min(self.text.len());
-        let mut offset = start;
-        for (i, line) in self.text[start..].split_inclusive('\n').enumerate() {
-            let trimmed = line.trim_start();
-            if i > 0 && trimmed.starts_with('[') {
-                break;
-            }
-            let bare = trimmed.strip_prefix(key);
-            let quoted = trimmed
-                .strip_prefix('"')
-                .and_then(|t| t.strip_prefix(key))
-                .and_then(|t| t.strip_prefix('"'));
-            if let Some(rest) = bare.or(quoted) {
-                if rest.trim_start().starts_with('=') {
-                    let at = offset + (line.len() - trimmed.len());
-                    return at..at + key.len();
-                }
-            }
-            offset += line.len();
-        }
-        table
-    }
-
-    /// Where the table with `header` starts (the file's start if it has none).
-    fn table_start(&self, header: &str) -> Range<usize> {
-        let at = self
-            .text
-            .match_indices(header)
-            .find(|(i, _)| *i == 0 || self.text[..*i].ends_with('\n'))
-            .map_or(0, |(i, _)| i);
-        at..at
-    }
-
     /// The plugin runtime `[plugins]` describes.
     fn plugin_host(
         &mut self,

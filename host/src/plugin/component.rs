@@ -5,8 +5,7 @@ use super::PluginHost;
 use super::bindings::{config_property_filter, group_filter, replication_policy, topic_filter};
 use super::cache::{CacheOutcome, ComponentCache, hex};
 use super::compile::precompile;
-use super::engine::HostState;
-use super::instance::{RoleGuest, RoleInstance};
+use super::instance::{Loaded, RoleGuest, RoleInstance};
 use super::stats::PluginStats;
 use crate::policy::{
     Config, ConfigPropertyFilter, GroupFilter, PluginError, ReplicationPolicy, Role, TopicFilter,
@@ -14,7 +13,7 @@ use crate::policy::{
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use wasmtime::component::{Component, InstancePre};
+use wasmtime::component::Component;
 
 /// The `kmirror:plugin` versions this host speaks: `0.1.x`.
 const PACKAGE: &str = "kmirror:plugin/";
@@ -27,15 +26,6 @@ pub struct PluginComponent {
     loaded: Arc<Loaded>,
     cache_outcome: CacheOutcome,
     sha256: String,
-}
-
-/// What every instance of a component shares.
-pub(crate) struct Loaded {
-    pub host: PluginHost,
-    pub pre: InstancePre<HostState>,
-    pub name: String,
-    /// Where its calls are counted.
-    pub stats: Arc<PluginStats>,
 }
 
 /// The roles among `exports` (export names), and the names that are not roles.

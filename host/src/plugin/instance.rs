@@ -6,7 +6,6 @@
 //! and configures a fresh one, so one bad input never disables a plugin.
 
 use super::bindings::{config_property_filter, group_filter, replication_policy, topic_filter};
-use super::component::Loaded;
 use super::engine::{HostState, MemoryLimitExceeded};
 use crate::policy::{
     ConfigPropertyFilter, GroupFilter, PluginError, ReplicationPolicy, Role, TopicFilter, TrapKind,
@@ -46,6 +45,15 @@ fn one_each<T>(asked: usize) -> impl FnOnce(&Vec<T>) -> Result<(), String> {
             ))
         }
     }
+}
+
+/// What every instance of a component shares.
+pub(crate) struct Loaded {
+    pub host: super::PluginHost,
+    pub pre: InstancePre<HostState>,
+    pub name: String,
+    /// Where its calls are counted.
+    pub stats: Arc<super::stats::PluginStats>,
 }
 
 /// The bindgen `Guest` type of one role's interface.

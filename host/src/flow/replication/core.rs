@@ -1,7 +1,8 @@
 //! The data plane's shell around the [`Book`]: it hands records to the target producer,
 //! feeds the book the delivery reports, rebalances, routes and commit outcomes, and
 //! applies what the book decides (pause, resume, seek, offset-sync sessions) to librdkafka.
-//! Status and the graceful stop's drain are in [`super::status`].
+//! Rebalances are in `super::rebalance`; status and the graceful stop's drain in
+//! `super::status`.
 
 use super::ReplicatorSettings;
 use super::book::{Ack, Book, BookSettings, Effect, Offer, Orphans};
@@ -11,8 +12,7 @@ use super::progress::InFlight;
 use crate::flow::Routes;
 use crate::flow::offset_syncs::sender::SyncSender;
 use crate::flow::telemetry::{Counter, FlowTelemetry, now_ms};
-use crate::kafka::clients::group_generation;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -63,9 +63,6 @@ pub enum Forwarded {
     Full,
 }
 
-/// How long a revocation waits for the revoked partitions' records in flight.
-const REVOKE_DRAIN: Duration = Duration::from_secs(10);
-
 /// How often the producer's metadata of one target topic is refreshed at most.
 const REFRESH_EVERY: Duration = Duration::from_secs(1);
 
@@ -79,7 +76,7 @@ pub(super) fn tpl_of<'a>(
     tpl
 }
 
-fn pairs(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
+pub(super) fn pairs(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
     tpl.elements()
         .iter()
         .map(|e| (e.topic().to_string(), e.partition()))
@@ -93,7 +90,7 @@ pub struct Core {
     pub(super) syncs: SyncSender,
     pub(super) book: Book,
     pub(super) telemetry: Arc<FlowTelemetry>,
-    orphans: Arc<Mutex<Orphans>>,
+    pub(super) orphans: Arc<Mutex<Orphans>>,
     delivered: Vec<super::contexts::Delivered>,
     pub(super) records: u64,
     pub(super) bytes: u64,
@@ -365,66 +362,6 @@ impl Core {
         }
     }
 
-    /// The group assigned `tpl` to this member.
-    fn assign(&mut self, consumer: &Member, tpl: &TopicPartitionList) {
-        let partitions = pairs(tpl);
-        let generation = group_generation(consumer).unwrap_or(-1);
-        let now = Instant::now();
-        {
-            let mut orphans = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
-            self.book
-                .assign(&partitions, generation, |t, p| orphans.take(t, p, now));
-        }
-        self.apply(consumer);
-        // What a stale generation refused is stored by this one.
-        self.book.recommit_unstored();
-        self.rebalances += 1;
-        let names: Vec<String> = partitions
-            .iter()
-            .map(|(t, p)| format!("{t}[{p}]"))
-            .collect();
-        tracing::info!(flow = %self.settings.flow, partitions = names.len(), assigned = %names.join(", "), owned = self.book.len(), generation, "partitions assigned to this instance");
-    }
-
-    /// The group takes `tpl` from this member: their records in flight are awaited and
-    /// their progress committed before they go — unless the assignment was lost, when no
-    /// commit is allowed: then what was mirrored is remembered, so a partition that comes
-    /// back to this instance before anyone stored more is not mirrored again.
-    fn revoke(&mut self, consumer: &Member, tpl: &TopicPartitionList) {
-        let lost = consumer.assignment_lost();
-        let partitions = pairs(tpl);
-        let keys = self.book.keys_of(&partitions);
-        if !lost {
-            let deadline = Instant::now() + REVOKE_DRAIN.min(self.settings.drain_timeout);
-            while Instant::now() < deadline && self.book.in_flight_of(&keys) > 0 {
-                self.poll_producer(consumer, Duration::from_millis(10));
-            }
-            let commits = self.book.take_commits_of(&keys);
-            if !commits.is_empty() {
-                let tpl = offsets_tpl(&commits);
-                let result = consumer.commit(&tpl, CommitMode::Sync);
-                consumer.context().record_commit(result, &tpl);
-                // Recorded before the partitions go, so the outcome still finds them.
-                self.committed(consumer.context().take_commits());
-            }
-        }
-        let gone = self.book.remove(&partitions);
-        if lost {
-            let now = Instant::now();
-            let mut orphans = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
-            for (t, p, at) in gone {
-                orphans.remember(t, p, at, now);
-            }
-        }
-        self.apply(consumer);
-        self.rebalances += 1;
-        let names: Vec<String> = partitions
-            .iter()
-            .map(|(t, p)| format!("{t}[{p}]"))
-            .collect();
-        tracing::info!(flow = %self.settings.flow, partitions = names.len(), revoked = %names.join(", "), lost, owned = self.book.len(), "partitions revoked from this instance");
-    }
-
     /// New routes from discovery: owned partitions follow them (held while their topic is
     /// not routed or the target lacks the partition; a new target once their records in
     /// flight are acked). Returns the topics to subscribe to.
@@ -479,7 +416,7 @@ impl Core {
     }
 }
 
-fn offsets_tpl(commits: &[(Arc<str>, i32, i64)]) -> TopicPartitionList {
+pub(super) fn offsets_tpl(commits: &[(Arc<str>, i32, i64)]) -> TopicPartitionList {
     let mut tpl = TopicPartitionList::new();
     for (t, p, at) in commits {
         let _ = tpl.add_partition_offset(t, *p, Offset::Offset(*at));

@@ -19,16 +19,20 @@
 //! - `worker`: the thread and its loop; `core`: the shell it shares with the group
 //!   callbacks (`contexts`), applying what the [`book`] decides — the owned partitions,
 //!   whether each flows, their progress, as a pure state machine — to librdkafka;
-//!   `status`: what a task reports; `table`: owned partitions; [`progress`]: one
-//!   partition's progress (pure); [`failures`]: what a produce error means (pure);
-//!   [`leave`]: the order the tasks leave the group in at a graceful stop.
+//!   [`effects`]: what it decides, as values; `status`: what a task reports; `table`:
+//!   owned partitions; [`progress`]: one partition's progress (pure); [`failures`]: what a
+//!   produce error means (pure); [`orphans`]: progress of partitions whose assignment was
+//!   lost; [`leave`]: the order the tasks leave the group in at a graceful stop.
 
 pub mod book;
 mod contexts;
 mod core;
+pub mod effects;
 pub mod failures;
 pub mod leave;
+pub mod orphans;
 pub mod progress;
+mod rebalance;
 mod status;
 mod table;
 mod worker;
@@ -39,7 +43,7 @@ pub use failures::OnUnproducible;
 #[derive(Debug, Clone)]
 pub struct TaskShared {
     /// What they mirrored of partitions whose assignment was lost.
-    pub orphans: Arc<std::sync::Mutex<book::Orphans>>,
+    pub orphans: Arc<std::sync::Mutex<orphans::Orphans>>,
     /// The order they leave the group in at a graceful stop.
     pub leave: Arc<leave::LeaveOrder>,
     /// Bumped when they are to rejoin the group (the leader found partitions without an

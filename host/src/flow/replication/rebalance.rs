@@ -1,0 +1,74 @@
+//! The group's rebalances as the data plane takes them: partitions assigned start in the
+//! book (with what this instance remembers of them), partitions revoked are drained and
+//! their progress committed before they go — unless the assignment was lost.
+
+use super::core::{Core, Member, offsets_tpl, pairs};
+use crate::kafka::clients::group_generation;
+use rdkafka::TopicPartitionList;
+use rdkafka::consumer::{CommitMode, Consumer};
+use std::time::{Duration, Instant};
+
+/// How long a revocation waits for the revoked partitions' records in flight.
+const REVOKE_DRAIN: Duration = Duration::from_secs(10);
+
+impl Core {
+    /// The group assigned `tpl` to this member.
+    pub(super) fn assign(&mut self, consumer: &Member, tpl: &TopicPartitionList) {
+        let partitions = pairs(tpl);
+        let generation = group_generation(consumer).unwrap_or(-1);
+        let now = Instant::now();
+        {
+            let mut orphans = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
+            self.book
+                .assign(&partitions, generation, |t, p| orphans.take(t, p, now));
+        }
+        self.apply(consumer);
+        // What a stale generation refused is stored by this one.
+        self.book.recommit_unstored();
+        self.rebalances += 1;
+        let names: Vec<String> = partitions
+            .iter()
+            .map(|(t, p)| format!("{t}[{p}]"))
+            .collect();
+        tracing::info!(flow = %self.settings.flow, partitions = names.len(), assigned = %names.join(", "), owned = self.book.len(), generation, "partitions assigned to this instance");
+    }
+
+    /// The group takes `tpl` from this member: their records in flight are awaited and
+    /// their progress committed before they go — unless the assignment was lost, when no
+    /// commit is allowed: then what was mirrored is remembered, so a partition that comes
+    /// back to this instance before anyone stored more is not mirrored again.
+    pub(super) fn revoke(&mut self, consumer: &Member, tpl: &TopicPartitionList) {
+        let lost = consumer.assignment_lost();
+        let partitions = pairs(tpl);
+        let keys = self.book.keys_of(&partitions);
+        if !lost {
+            let deadline = Instant::now() + REVOKE_DRAIN.min(self.settings.drain_timeout);
+            while Instant::now() < deadline && self.book.in_flight_of(&keys) > 0 {
+                self.poll_producer(consumer, Duration::from_millis(10));
+            }
+            let commits = self.book.take_commits_of(&keys);
+            if !commits.is_empty() {
+                let tpl = offsets_tpl(&commits);
+                let result = consumer.commit(&tpl, CommitMode::Sync);
+                consumer.context().record_commit(result, &tpl);
+                // Recorded before the partitions go, so the outcome still finds them.
+                self.committed(consumer.context().take_commits());
+            }
+        }
+        let gone = self.book.remove(&partitions);
+        if lost {
+            let now = Instant::now();
+            let mut orphans = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
+            for (t, p, at) in gone {
+                orphans.remember(t, p, at, now);
+            }
+        }
+        self.apply(consumer);
+        self.rebalances += 1;
+        let names: Vec<String> = partitions
+            .iter()
+            .map(|(t, p)| format!("{t}[{p}]"))
+            .collect();
+        tracing::info!(flow = %self.settings.flow, partitions = names.len(), revoked = %names.join(", "), lost, owned = self.book.len(), "partitions revoked from this instance");
+    }
+}
