@@ -108,6 +108,7 @@ struct Running {
     shutdown: CancellationToken,
     telemetry: Arc<FlowTelemetry>,
     routes: watch::Sender<Routes>,
+    rejoin: watch::Sender<u64>,
 }
 
 fn settings() -> ReplicatorSettings {
@@ -153,8 +154,8 @@ fn start_routed(
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     let t = telemetry.clone();
+    let (rejoin_tx, rejoin) = watch::channel(0u64);
     let task = tokio::spawn(async move {
-        let (_rejoin, rejoin) = watch::channel(0u64);
         let shared = replication::TaskShared::new(Duration::from_secs(6), rejoin);
         replication::run([src.clone(), tgt, src], settings, rx, stop, t, shared).await
     });
@@ -163,6 +164,7 @@ fn start_routed(
         shutdown,
         telemetry,
         routes: tx,
+        rejoin: rejoin_tx,
     }
 }
 
@@ -937,4 +939,36 @@ async fn each_refused_commit_is_counted_once() {
         3,
         "three refused commit requests"
     );
+}
+
+/// A partition paused by librdkafka stays paused across an unassign and a new assign in the
+/// same consumer: a partition stopped at a record, revoked by a rejoin and assigned again,
+/// must be resumed (it stayed "mirroring" in /status without fetching anything).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_partition_assigned_again_fetches_again() {
+    let (source, target) = mocks();
+    produce_with_poison(&source).await;
+    let running = start_with(&source, &target, settings(), &SMALL_TARGET);
+    wait_until("the partition paused", Duration::from_secs(60), || {
+        paused(&running.telemetry).is_some()
+    })
+    .await;
+    let rebalances = running.telemetry.status().rebalances;
+    running.rejoin.send_modify(|n| *n += 1);
+    wait_until(
+        "revoked and assigned again",
+        Duration::from_secs(60),
+        || running.telemetry.status().rebalances >= rebalances + 2,
+    )
+    .await;
+    // Assigned again, it fetches from its stored progress: the record the target refuses
+    // is met again and the partition is paused there again.
+    wait_until(
+        "paused again at the same record",
+        Duration::from_secs(30),
+        || paused(&running.telemetry).is_some_and(|(p, o, _)| p == 0 && o == 500),
+    )
+    .await;
+    running.shutdown.cancel();
+    running.task.await.expect("join").expect("a clean stop");
 }

@@ -259,11 +259,35 @@ impl Checkpointer {
         // describe (the topic was recreated and no new sync arrived yet): no checkpoint
         // from them. (Some brokers report an end that lags the true one by up to a batch,
         // so the end is used to detect this, not as a cap.)
+        // The newest record the syncs describe per target partition, before the ends are
+        // read: a sync arriving meanwhile could otherwise look like a record past the end.
+        let newest: HashMap<(String, i32), i64> = {
+            let store = self
+                .ctx
+                .store
+                .store
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            partitions
+                .iter()
+                .filter_map(|(t, p)| {
+                    Some((
+                        (routes.get(t)?.target.clone(), *p),
+                        store.newest_downstream(t, *p)?,
+                    ))
+                })
+                .collect()
+        };
         let ends = self.target_ends(&routes, &partitions).await;
         let Some(ends) = ends else {
             return Vec::new();
         };
-        let stale = self.stale_partitions(&routes, &partitions, &ends).await;
+        let stale = self.stale_partitions(&newest, &ends).await;
+        // This pass's bounds only; what is stale now is confirmed no more.
+        self.bounds.clear();
+        for target in &stale {
+            self.unconfirm(target);
+        }
         // Every accepted group's committed offsets, from the one admin client.
         let offsets = match self.ctx.source.committed_of_groups(&self.accepted).await {
             Ok(o) => o,
@@ -326,7 +350,11 @@ impl Checkpointer {
                 };
                 let target = (route.target.clone(), c.partition);
                 let end = ends.get(&target).copied();
-                if !rules::syncs_match_target(end, t.oldest_downstream) || stale.contains(&target) {
+                if stale.contains(&target) {
+                    continue;
+                }
+                if !rules::syncs_match_target(end, t.oldest_downstream) {
+                    self.unconfirm(&target);
                     continue;
                 }
                 let bound = rules::checkpoint_bound(end, t.newest_downstream);
@@ -382,28 +410,16 @@ impl Checkpointer {
     /// fetch at that record tells which; answers are kept while the newest sync is the same.
     async fn stale_partitions(
         &mut self,
-        routes: &Routes,
-        partitions: &[(String, i32)],
+        newest: &HashMap<(String, i32), i64>,
         ends: &HashMap<(String, i32), i64>,
     ) -> HashSet<(String, i32)> {
         // Target partition -> the newest record its syncs describe, where the end is not
         // past it.
-        let behind: HashMap<(String, i32), i64> = {
-            let store = self
-                .ctx
-                .store
-                .store
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            partitions
-                .iter()
-                .filter_map(|(topic, p)| {
-                    let target = (routes.get(topic)?.target.clone(), *p);
-                    let newest = store.newest_downstream(topic, *p)?;
-                    (*ends.get(&target)? <= newest).then_some((target, newest))
-                })
-                .collect()
-        };
+        let behind: HashMap<(String, i32), i64> = newest
+            .iter()
+            .filter(|(target, n)| ends.get(*target).is_some_and(|e| e <= *n))
+            .map(|(t, n)| (t.clone(), *n))
+            .collect();
         self.probed.retain(|target, _| behind.contains_key(target));
         let suspects: Vec<(String, i32, i64)> = behind
             .iter()
@@ -445,6 +461,13 @@ impl Checkpointer {
             })
             .map(|(target, _)| target)
             .collect()
+    }
+
+    /// Checkpoints of target partition `target` are no longer synced to target groups until
+    /// derived again (its syncs do not describe it as it is now).
+    fn unconfirm(&mut self, target: &(String, i32)) {
+        self.confirmed
+            .retain(|k| !(k.1 == target.0 && k.2 == target.1));
     }
 
     /// When the store reset a partition (a rewind: the target topic was recreated, or the

@@ -94,7 +94,7 @@ pub async fn run(
                 .store
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .add(&sync, marker)
+                .add_at(&sync, marker, msg.timestamp().to_millis())
                 .map_err(|e| {
                     let stale = matches!(e, super::store::Refused::StaleOwner { .. });
                     (stale, e.to_string())

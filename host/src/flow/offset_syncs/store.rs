@@ -29,14 +29,20 @@
 //! from it would skip what the new owner wrote before it. So a sync that would rewind the
 //! partition is refused when it carries an older owner generation (the consumer-group
 //! generation its writer was assigned the partition in, see [`SyncMarker`]) than the newest
-//! accepted one: [`Refused::StaleOwner`]. A sync that does not rewind is accepted whatever
-//! its generation (it describes records after everything known, which is true), and so is
-//! a rewind of an equal or newer generation (the target topic recreated, the source
-//! re-mirrored).
+//! accepted one, within [`STALE_OWNER_WINDOW`] of it (by the records' timestamps):
+//! [`Refused::StaleOwner`]. A sync that does not rewind is accepted whatever its generation
+//! (it describes records after everything known, which is true), and so is a rewind of an
+//! equal or newer generation (the target topic recreated, the source re-mirrored), or one
+//! written long after the newest (the progress group was deleted and its generations
+//! started again: a stalled owner's late syncs come within seconds or minutes).
 
 use super::SyncMarker;
 use crate::formats::OffsetSync;
 use std::collections::{HashMap, VecDeque};
+
+/// How much later than the newest accepted sync a sync of an older owner generation may be
+/// written and still be a former owner's late sync (refused when it rewinds).
+pub const STALE_OWNER_WINDOW_MS: i64 = 10 * 60 * 1000;
 
 /// Syncs kept per partition for exact translation.
 pub const MAX_SYNCS_PER_PARTITION: usize = 4096;
@@ -138,8 +144,8 @@ struct PartitionSyncs {
     dense: VecDeque<Entry>,
     mm2: Mm2Syncs,
     epoch: u64,
-    /// The newest owner generation of an accepted sync.
-    generation: Option<i32>,
+    /// The newest owner generation of an accepted sync, and that sync's timestamp.
+    generation: Option<(i32, Option<i64>)>,
 }
 
 fn consecutive(a: &Entry, b: &Entry) -> bool {
@@ -147,14 +153,18 @@ fn consecutive(a: &Entry, b: &Entry) -> bool {
 }
 
 impl PartitionSyncs {
-    fn add(&mut self, e: Entry) -> Result<(), Refused> {
+    fn add(&mut self, e: Entry, timestamp: Option<i64>) -> Result<(), Refused> {
         let rewound = self
             .dense
             .back()
             .is_some_and(|last| last.up > e.up || last.down > e.down);
         let generation = e.marker.and_then(|m| m.generation);
-        if let (true, Some(g), Some(newest)) = (rewound, generation, self.generation) {
-            if g < newest {
+        if let (true, Some(g), Some((newest, newest_at))) = (rewound, generation, self.generation) {
+            let late = match (timestamp, newest_at) {
+                (Some(at), Some(newest_at)) => at - newest_at < STALE_OWNER_WINDOW_MS,
+                _ => true,
+            };
+            if g < newest && late {
                 return Err(Refused::StaleOwner {
                     generation: g,
                     newest,
@@ -164,7 +174,11 @@ impl PartitionSyncs {
             }
         }
         if let Some(g) = generation {
-            self.generation = Some(self.generation.map_or(g, |n| n.max(g)));
+            let newer = self.generation.is_none_or(|(n, _)| g >= n);
+            // A rewind of an older generation accepted (long after): it starts over.
+            if newer || rewound {
+                self.generation = Some((g, timestamp));
+            }
         }
         if rewound {
             self.dense.clear();
@@ -222,6 +236,16 @@ impl OffsetSyncStore {
     /// A sync with impossible offsets, or a former owner's late rewinding sync, is refused
     /// and changes nothing.
     pub fn add(&mut self, sync: &OffsetSync, marker: Option<SyncMarker>) -> Result<(), Refused> {
+        self.add_at(sync, marker, None)
+    }
+
+    /// [`Self::add`] of a sync record with its timestamp (ms since the epoch).
+    pub fn add_at(
+        &mut self,
+        sync: &OffsetSync,
+        marker: Option<SyncMarker>,
+        timestamp: Option<i64>,
+    ) -> Result<(), Refused> {
         let valid = 0..=MAX_OFFSET;
         if !valid.contains(&sync.upstream) || !valid.contains(&sync.downstream) {
             return Err(Refused::Impossible {
@@ -236,7 +260,7 @@ impl OffsetSyncStore {
         };
         let key = (sync.topic.clone(), sync.partition);
         match self.partitions.get_mut(&key) {
-            Some(p) => p.add(e),
+            Some(p) => p.add(e, timestamp),
             None => {
                 let mut p = PartitionSyncs {
                     dense: VecDeque::new(),
@@ -244,7 +268,7 @@ impl OffsetSyncStore {
                     epoch: 0,
                     generation: None,
                 };
-                let added = p.add(e);
+                let added = p.add(e, timestamp);
                 self.partitions.insert(key, p);
                 added
             }

@@ -152,6 +152,12 @@ impl Book {
                 partition: p.partition,
                 generation,
             });
+            // librdkafka keeps the application's pause of a partition across an unassign
+            // and a new assign: the new partition is paused or resumed explicitly.
+            let flows = self.should_flow(key);
+            if let Some(p) = self.table.get_mut(key) {
+                p.paused = flows;
+            }
             self.settle(key);
         }
     }

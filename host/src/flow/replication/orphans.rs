@@ -13,8 +13,10 @@ pub struct Orphans {
     known: HashMap<(Arc<str>, i32), (i64, Instant)>,
 }
 
-/// How long the progress of a lost partition is remembered.
-pub const ORPHAN_TTL: Duration = Duration::from_secs(600);
+/// How long the progress of a lost partition is remembered: long enough for the rebalance
+/// that follows a lost assignment, short enough that a source topic recreated (or a
+/// progress group reset) meanwhile is unlikely.
+pub const ORPHAN_TTL: Duration = Duration::from_secs(120);
 
 impl Orphans {
     /// Remembers that `topic`/`partition` was mirrored up to `offset`.

@@ -3,7 +3,7 @@
 //! their progress committed before they go — unless the assignment was lost.
 
 use super::core::{Core, Member, offsets_tpl, pairs};
-use crate::kafka::clients::group_generation;
+use crate::kafka::clients::{cached_watermarks, group_generation};
 use rdkafka::TopicPartitionList;
 use rdkafka::consumer::{CommitMode, Consumer};
 use std::time::{Duration, Instant};
@@ -19,8 +19,13 @@ impl Core {
         let now = Instant::now();
         {
             let mut orphans = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
-            self.book
-                .assign(&partitions, generation, |t, p| orphans.take(t, p, now));
+            // Only a floor the partition's log (as last fetched) still spans: a source topic
+            // recreated meanwhile is mirrored from its stored progress.
+            self.book.assign(&partitions, generation, |t, p| {
+                let floor = orphans.take(t, p, now)?;
+                let (low, high) = cached_watermarks(consumer.client(), t, p)?;
+                (low..=high).contains(&floor).then_some(floor)
+            });
         }
         self.apply(consumer);
         // What a stale generation refused is stored by this one.

@@ -367,3 +367,30 @@ fn a_rewind_of_the_same_or_a_newer_owner_and_unmarked_syncs_are_accepted() {
     store.add(&sync(1, 1), None).unwrap();
     assert_eq!(store.translate("t", 0, 1), Some(1));
 }
+
+#[test]
+fn an_older_generation_long_after_the_newest_is_a_new_start() {
+    // The progress group was deleted after a long stop: generations start again at 1.
+    let m = |generation| {
+        Some(SyncMarker {
+            generation: Some(generation),
+            ..SyncMarker::new(3, 0)
+        })
+    };
+    let mut store = OffsetSyncStore::new();
+    store.add_at(&sync(500, 500), m(50), Some(1_000)).unwrap();
+    let soon = store.add_at(&sync(0, 600), m(1), Some(1_000 + 60_000));
+    assert!(
+        matches!(soon, Err(Refused::StaleOwner { .. })),
+        "a minute later: a late sync"
+    );
+    let later = 1_000 + STALE_OWNER_WINDOW_MS + 1;
+    store.add_at(&sync(0, 600), m(1), Some(later)).unwrap();
+    assert_eq!(store.translate("t", 0, 0), Some(600), "a new start");
+    store.add_at(&sync(10, 610), m(1), Some(later + 1)).unwrap();
+    assert_eq!(
+        store.translate("t", 0, 10),
+        Some(610),
+        "its generation is the newest now"
+    );
+}

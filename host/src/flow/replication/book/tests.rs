@@ -37,6 +37,9 @@ struct Sim {
     /// Records done: acked (to any target) or skipped.
     done: BTreeSet<(Tp, i64)>,
     orphans: Orphans,
+    /// librdkafka keeps a partition's application pause across an unassign and a new
+    /// assign in the same consumer: the flags of partitions no longer assigned.
+    kept_pauses: BTreeMap<Tp, bool>,
     routes: Routes,
     skip: bool,
     generation: i32,
@@ -80,6 +83,7 @@ impl Sim {
             stored: BTreeMap::new(),
             done: BTreeSet::new(),
             orphans: Orphans::default(),
+            kept_pauses: BTreeMap::new(),
             routes: routes("b.orders", true, PARTITIONS),
             skip,
             generation: 1,
@@ -133,7 +137,8 @@ impl Sim {
         for tp in tps {
             let from = self.stored.get(tp).copied().unwrap_or(0);
             let idx = self.logs[tp].partition_point(|o| *o < from);
-            self.consumer.insert(tp.clone(), (idx, false));
+            let paused = self.kept_pauses.remove(tp).unwrap_or(false);
+            self.consumer.insert(tp.clone(), (idx, paused));
         }
         self.apply_effects();
     }
@@ -261,8 +266,10 @@ impl Sim {
         for (t, p, at) in self.book.take_commits_of(&keys) {
             self.store(&t, p, at);
         }
-        // Reports still to come belong to the old producer and are dropped with it.
+        // Reports still to come belong to the old producer and are dropped with it; the
+        // new consumer has no pauses.
         self.producer.clear();
+        self.kept_pauses.clear();
         self.book = Book::new(settings(self.skip));
         self.consumer.clear();
         self.book.set_routes(self.routes.clone());
@@ -321,7 +328,9 @@ impl Sim {
                 self.orphans.remember(t, p, at, self.now);
             }
         }
-        self.consumer.remove(&tp);
+        if let Some((_, paused)) = self.consumer.remove(&tp) {
+            self.kept_pauses.insert(tp, paused);
+        }
         self.apply_effects();
     }
 
