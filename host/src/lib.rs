@@ -22,8 +22,9 @@
 //!   flow's validated settings.
 //! - [`flow`]: one source -> target flow, one MM2 concept per module: `discovery`,
 //!   `replication`, `offset_syncs`, `checkpoints`, `group_sync`, `heartbeats`; the
-//!   instances' coordination (`leadership`, `duties`, `ownership`), the takeover from MM2
-//!   (`takeover`), the plugin facade, telemetry, and the supervisor that wires them.
+//!   instances' coordination (`leadership`, `duties`, `ownership`), topic ACL sync
+//!   (`acls`), the takeover from MM2 (`takeover`), the plugin facade, telemetry, and the
+//!   supervisor that wires them.
 //! - [`telemetry`]: what the daemon shows: its flows' telemetry, every plugin's stats,
 //!   config reloads; [`metrics`], [`status`]: `/metrics` (Prometheus) and `/health` +
 //!   `/status`, rendered from it.

@@ -3,16 +3,13 @@
 //! manifests parse with the expected kinds, replicas and probes, and their configuration
 //! validates, and their compile cache is one kmirror can use in its emptyDir; the systemd
 //! unit passes `systemd-analyze verify`; the container build file is multi-stage,
-//! unprivileged, with the plugin directory and cache as volumes.
+//! unprivileged, with the plugin directory and cache as volumes. The dashboard and the
+//! alerting rules are checked in `observability_files.rs`.
 
 mod common;
 
-use common::{kmirror, plugins_dir};
+use common::{kmirror, plugins_dir, repo, yaml_docs};
 use std::path::{Path, PathBuf};
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
-}
 
 fn validate(config: &Path) -> (Option<i32>, String) {
     let o = kmirror()
@@ -75,6 +72,9 @@ fn the_example_configuration_validates_and_names_every_key() {
         "replication_tasks",
         "allow_policy_change",
         "take_over_from_mm2",
+        "sync_topic_acls_enabled",
+        "sync_topic_acls_interval",
+        "sync_topic_acls_delete",
     ] {
         assert!(
             text.contains(&format!("{key} =")) || text.contains(&format!("{key}]")),
@@ -85,19 +85,7 @@ fn the_example_configuration_validates_and_names_every_key() {
 
 /// The documents of the Kubernetes manifests, as JSON.
 fn kubernetes_docs() -> serde_json::Value {
-    let path = repo("deploy/k8s/kmirror.yaml");
-    let script = r#"
-import json, sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-print(json.dumps(docs))
-"#;
-    let o = std::process::Command::new("python3")
-        .args(["-c", script])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
+    yaml_docs(&repo("deploy/k8s/kmirror.yaml"))
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! `kmirror plan --config FILE [--json] [--plugin-dir DIR | --candidate FILE]`: what every
 //! flow would mirror, decided by the same rules and plugins as discovery, against both
 //! clusters as they are now — read-only (listing topics and groups, reading committed
-//! offsets; nothing is created, committed or produced anywhere). With a candidate plugin
+//! offsets, describing topic ACLs; nothing is created, committed or produced anywhere),
+//! with the topic ACLs its ACL sync would create (and delete). With a candidate plugin
 //! directory or configuration, also which topics a reload to it would rename, drop or add:
 //! the review before a hot reload.
 
@@ -9,7 +10,8 @@ use super::table;
 use crate::config::{self, LoadedConfig, ResolvedFlow};
 use crate::flow::discovery::rules::{self, Action, Decided, Decision, Plan, Problem, SkipReason};
 use crate::flow::plugins::FlowPlugins;
-use crate::flow::{OWN_GROUP_PREFIX, Routes};
+use crate::flow::{OWN_GROUP_PREFIX, Routes, acls};
+use crate::kafka::acls::AclBinding;
 use crate::kafka::{Cluster, TopicPartitions};
 use crate::plugin::cache::CacheChoice;
 use clap::Args;
@@ -90,9 +92,22 @@ pub struct FlowPlan {
     pub filtered_groups: usize,
     /// What could not be read (a cluster unreachable, a plugin failing).
     pub errors: Vec<String>,
+    /// The topic ACLs its ACL sync would change; `None` when ACL sync is off.
+    pub acls: Option<AclRows>,
     /// Against the candidate: what a reload would change.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidate: Option<Changes>,
+}
+
+/// The topic ACLs a flow's ACL sync would change on the target.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct AclRows {
+    /// Bindings it would create.
+    pub create: Vec<AclBinding>,
+    /// Bindings it would delete (only with `sync_topic_acls_delete`).
+    pub delete: Vec<AclBinding>,
+    /// Why they could not be planned (all or some), e.g. a cluster serves no ACLs.
+    pub note: Option<String>,
 }
 
 /// What moving from one plan to another changes for mirrored topics.
@@ -254,6 +269,41 @@ async fn decide(flow: &ResolvedFlow, listing: &Listing) -> Result<(Vec<TopicRow>
     ))
 }
 
+/// The topic ACLs the flow's ACL sync would change, with its rules and plugins (read-only:
+/// DescribeAcls on both clusters).
+async fn acl_rows(
+    flow: &ResolvedFlow,
+    source: &Cluster,
+    target: &Cluster,
+    mirrored: &Routes,
+    delete: bool,
+) -> AclRows {
+    let note = |e: &dyn std::fmt::Display| AclRows {
+        note: Some(e.to_string()),
+        ..AclRows::default()
+    };
+    let (s, t) = match tokio::join!(source.topic_acls(), target.topic_acls()) {
+        (Ok(s), Ok(t)) => (s, t),
+        (Err(e), _) | (_, Err(e)) => return note(&e),
+    };
+    let plugins = FlowPlugins::for_flow(flow);
+    let plugins = match plugins.internal_topics().await {
+        Ok(internal) => plugins.reserving(&internal),
+        Err(e) => return note(&e),
+    };
+    match acls::task::planned(&plugins, &s, &t, mirrored, delete).await {
+        Ok(p) => AclRows {
+            create: p.plan.create,
+            delete: p.plan.delete,
+            note: p
+                .failed
+                .first()
+                .map(|(topic, e)| format!("topic {topic}: {e}")),
+        },
+        Err(e) => note(&e),
+    }
+}
+
 /// The groups the flow would checkpoint: accepted by the group filter, with committed
 /// offsets on mirrored partitions.
 async fn groups(
@@ -314,6 +364,7 @@ async fn plan_flow(flow: &ResolvedFlow, candidate: Option<&ResolvedFlow>) -> Flo
         groups_without_offsets: Vec::new(),
         filtered_groups: 0,
         errors: Vec::new(),
+        acls: None,
         candidate: None,
     };
     let clusters = Cluster::new(&flow.source).and_then(|s| Ok((s, Cluster::new(&flow.target)?)));
@@ -345,6 +396,9 @@ async fn plan_flow(flow: &ResolvedFlow, candidate: Option<&ResolvedFlow>) -> Flo
         && let Err(e) = groups(flow, &source, &mirrored, &mut out).await
     {
         out.errors.push(e);
+    }
+    if let Some(acl) = flow.settings.sync_topic_acls {
+        out.acls = Some(acl_rows(flow, &source, &target, &mirrored, acl.delete).await);
     }
     if let Some(candidate) = candidate {
         match decide(candidate, &listing).await {
@@ -523,6 +577,25 @@ pub fn render(p: &FlowPlan) -> String {
             let _ = writeln!(s, "  groups filtered out: {}", p.filtered_groups);
         }
     }
+    match &p.acls {
+        None => {
+            let _ = writeln!(s, "  topic ACLs are not synced for this flow");
+        }
+        Some(a) => {
+            if let Some(why) = &a.note {
+                let _ = writeln!(s, "  topic ACLs: {why}");
+            }
+            if a.create.is_empty() && a.delete.is_empty() {
+                let _ = writeln!(s, "  topic ACLs to create on the target: none");
+            }
+            for b in &a.create {
+                let _ = writeln!(s, "  create ACL: {b}");
+            }
+            for b in &a.delete {
+                let _ = writeln!(s, "  delete ACL: {b}");
+            }
+        }
+    }
     if let Some(c) = &p.candidate {
         if c.is_empty() {
             let _ = writeln!(s, "  with the candidate: no mirrored topic changes");
@@ -611,6 +684,7 @@ mod tests {
             groups_without_offsets: vec![],
             filtered_groups: 1,
             errors: vec![],
+            acls: None,
             candidate: None,
         });
         assert!(text.contains("skip: cycle"), "{text}");
@@ -710,5 +784,45 @@ mod tests {
         );
         assert_eq!(c.added, vec![("added".into(), "primary.added".into())]);
         assert!(changes(&now, &now).is_empty());
+    }
+
+    #[test]
+    fn acls_to_sync_are_listed_per_flow() {
+        use crate::kafka::acls::{AclOperation, AclPermission, PatternType};
+        let binding = AclBinding {
+            resource_name: "primary.orders".into(),
+            pattern: PatternType::Literal,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: AclOperation::Read,
+            permission: AclPermission::Allow,
+        };
+        let plan = |acls| FlowPlan {
+            flow: "primary->backup".into(),
+            topics: vec![],
+            checkpointed_groups: None,
+            groups_without_offsets: vec![],
+            filtered_groups: 0,
+            errors: vec![],
+            acls,
+            candidate: None,
+        };
+        let text = render(&plan(Some(AclRows {
+            create: vec![binding.clone()],
+            delete: vec![binding],
+            note: None,
+        })));
+        assert!(
+            text.contains(
+                "  create ACL: ALLOW READ on topic primary.orders (LITERAL) to User:alice from *"
+            ) && text.contains("  delete ACL: ALLOW READ"),
+            "{text}"
+        );
+        let text = render(&plan(Some(AclRows::default())));
+        assert!(
+            text.contains("topic ACLs to create on the target: none"),
+            "{text}"
+        );
+        assert!(render(&plan(None)).contains("topic ACLs are not synced"));
     }
 }

@@ -226,6 +226,19 @@ pub struct FlowConfig {
     /// topic on the target (`mm2-offsets.<source>.internal`).
     #[serde(default)]
     pub take_over_from_mm2: bool,
+    /// Whether the leader syncs topic ACLs to the target (MM2's `sync.topic.acls.enabled`):
+    /// LITERAL source bindings of mirrored topics, renamed, ALLOW WRITE left out, ALLOW ALL
+    /// as READ.
+    #[serde(default = "default_true")]
+    pub sync_topic_acls_enabled: bool,
+    /// How often topic ACLs are synced (MM2's `sync.topic.acls.interval.seconds`, 10
+    /// minutes).
+    #[serde(default = "default_acl_sync_interval", with = "humantime_serde")]
+    pub sync_topic_acls_interval: Duration,
+    /// Whether synced ACLs whose source binding is gone are deleted from the target (MM2
+    /// never deletes; off by default).
+    #[serde(default)]
+    pub sync_topic_acls_delete: bool,
 }
 
 fn default_plugins_dir() -> PathBuf {
@@ -241,6 +254,9 @@ fn default_refresh_topics_interval() -> Duration {
     Duration::from_secs(5)
 }
 fn default_config_sync_interval() -> Duration {
+    Duration::from_secs(600)
+}
+fn default_acl_sync_interval() -> Duration {
     Duration::from_secs(600)
 }
 fn default_offset_lag_max() -> u64 {

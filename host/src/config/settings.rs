@@ -40,6 +40,8 @@ pub struct FlowSettings {
     pub allow_policy_change: bool,
     /// Whether the first start seeds progress from MirrorMaker 2's offsets topic.
     pub take_over_from_mm2: bool,
+    /// How topic ACLs are synced to the target; `None` when they are not.
+    pub sync_topic_acls: Option<AclSyncSettings>,
 }
 
 /// The most replication tasks one flow may have per instance.
@@ -54,6 +56,15 @@ pub struct CheckpointSettings {
     pub refresh_groups_interval: Duration,
     /// How often group offsets are synced to the target; `None` when off.
     pub sync_group_offsets: Option<Duration>,
+}
+
+/// How topic ACLs are synced (MM2's `sync.topic.acls.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AclSyncSettings {
+    /// How often the leader syncs them (the first pass when it becomes the leader).
+    pub interval: Duration,
+    /// Whether synced bindings whose source binding is gone are deleted from the target.
+    pub delete: bool,
 }
 
 /// One setting out of range: the key and what is wrong.
@@ -110,6 +121,11 @@ impl FlowSettings {
             c.sync_topic_configs_interval,
             c.sync_topic_configs,
         );
+        let acl_sync = positive(
+            "sync_topic_acls_interval",
+            c.sync_topic_acls_interval,
+            c.sync_topic_acls_enabled,
+        );
         let shutdown_timeout = positive("shutdown_timeout", c.shutdown_timeout, true);
         let unreachable_after = positive("unreachable_after", c.unreachable_after, true);
         if !(Duration::from_secs(1)..=Duration::from_secs(300)).contains(&c.session_timeout) {
@@ -148,6 +164,13 @@ impl FlowSettings {
                 message: "needs emit_checkpoints_enabled = true (group offsets are synced from checkpoints)".into(),
             });
         }
+        if c.sync_topic_acls_delete && !c.sync_topic_acls_enabled {
+            errors.push(SettingError {
+                key: "sync_topic_acls_delete",
+                message: "needs sync_topic_acls_enabled = true (only synced ACLs are deleted)"
+                    .into(),
+            });
+        }
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -174,6 +197,10 @@ impl FlowSettings {
             }),
             allow_policy_change: c.allow_policy_change,
             take_over_from_mm2: c.take_over_from_mm2,
+            sync_topic_acls: c.sync_topic_acls_enabled.then_some(AclSyncSettings {
+                interval: acl_sync,
+                delete: c.sync_topic_acls_delete,
+            }),
         })
     }
 }

@@ -1,13 +1,15 @@
 //! The elected duties of a flow — checkpoints (with the offset-sync reader that feeds
-//! them), group offset sync and heartbeats — started when this instance becomes the leader
-//! and stopped as soon as it is not. (Discovery runs on every instance, for the routes
-//! their replication follows; only the leader changes the target.)
+//! them), group offset sync, heartbeats and topic-ACL sync — started when this instance
+//! becomes the leader and stopped as soon as it is not. (Discovery runs on every instance,
+//! for the routes their replication follows; only the leader changes the target.)
 
+use super::acls::task::{AclContext, SyncOff};
 use super::checkpoints::task::CheckpointContext;
+use super::discovery::clusters::Live;
 use super::offset_syncs::SharedStore;
 use super::plugins::{FlowPlugins, InternalTopics};
 use super::telemetry::FlowTelemetry;
-use super::{CHECKPOINTS_SINGLE, Routes, checkpoints, heartbeats, offset_syncs, retry};
+use super::{CHECKPOINTS_SINGLE, Routes, acls, checkpoints, heartbeats, offset_syncs, retry};
 use crate::config::ResolvedFlow;
 use crate::kafka::Cluster;
 use crate::kafka::internal::InternalWriter;
@@ -39,6 +41,8 @@ pub struct DutiesContext {
 /// Runs the duties whenever `leader` says so, until `stop`. A duty that panics panics this
 /// task (the flow fails).
 pub async fn run(ctx: DutiesContext, mut leader: watch::Receiver<bool>, stop: CancellationToken) {
+    // Outlives leadership terms: ACL sync turned off once stays off.
+    let acls_off = SyncOff::default();
     loop {
         ctx.telemetry.update(|s| s.leader = false);
         tokio::select! {
@@ -48,7 +52,7 @@ pub async fn run(ctx: DutiesContext, mut leader: watch::Receiver<bool>, stop: Ca
         ctx.telemetry.update(|s| s.leader = true);
         let duty = stop.child_token();
         let mut set = JoinSet::new();
-        spawn(&ctx, &mut set, &duty);
+        spawn(&ctx, &mut set, &duty, (&leader, &acls_off));
         tokio::select! {
             _ = stop.cancelled() => {}
             _ = leader.wait_for(|l| !*l) => {}
@@ -72,7 +76,12 @@ pub async fn run(ctx: DutiesContext, mut leader: watch::Receiver<bool>, stop: Ca
     }
 }
 
-fn spawn(ctx: &DutiesContext, set: &mut JoinSet<()>, stop: &CancellationToken) {
+fn spawn(
+    ctx: &DutiesContext,
+    set: &mut JoinSet<()>,
+    stop: &CancellationToken,
+    (leader, acls_off): (&watch::Receiver<bool>, &SyncOff),
+) {
     let flow = &ctx.flow;
     let (src, dst) = (&flow.source.alias, &flow.target.alias);
     let rf = flow.settings.replication_factor;
@@ -129,5 +138,18 @@ fn spawn(ctx: &DutiesContext, set: &mut JoinSet<()>, stop: &CancellationToken) {
                 Err(e) => tracing::error!(flow = %telemetry.flow, error = %e, "heartbeats disabled: cannot create a producer"),
             }
         });
+    }
+    if let Some(acl) = flow.settings.sync_topic_acls {
+        let ctx = AclContext {
+            clusters: Live { source, target },
+            plugins: ctx.plugins.clone(),
+            interval: acl.interval,
+            delete: acl.delete,
+            routes: ctx.routes.clone(),
+            leader: leader.clone(),
+            telemetry,
+            off: acls_off.clone(),
+        };
+        set.spawn(acls::task::run(ctx, stop.clone()));
     }
 }

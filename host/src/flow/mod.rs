@@ -9,6 +9,7 @@
 //!   (`MirrorCheckpointTask`).
 //! - [`group_sync`]: writing translated offsets to idle target groups; also `offsets failover`.
 //! - [`heartbeats`]: heartbeat records (`MirrorHeartbeatTask`).
+//! - [`acls`]: topic ACLs synced to the target (`MirrorSourceConnector.syncTopicAcls`).
 //! - [`leadership`]: which instance does the singleton duties, elected through a control
 //!   consumer group; [`duties`]: those duties, started and stopped with leadership;
 //!   [`ownership`]: every instance reports its partitions, the leader finds partitions
@@ -19,6 +20,7 @@
 //! - [`telemetry`]: the flow's counters and status, rendered by `/status` and `/metrics`.
 //! - [`supervisor`]: wires one flow's tasks together and watches them (`tasks`).
 
+pub mod acls;
 pub mod checkpoints;
 pub mod discovery;
 pub mod duties;

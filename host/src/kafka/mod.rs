@@ -6,10 +6,12 @@
 //! - [`clients`]: producers and consumers with kmirror's guarantees;
 //! - [`admin`]: topics, partitions, configs, consumer groups and their offsets;
 //! - [`groups`]: committed offsets of many groups at once, from the one admin client;
+//! - [`acls`]: topic ACL bindings (describe, create, delete), from the one admin client;
 //! - [`internal`]: writing to and reading back the single-partition internal topics
 //!   (offset syncs, checkpoints, heartbeats);
 //! - [`secrets`]: properties shown by an allow-list, error text scrubbed, offline checks.
 
+pub mod acls;
 pub mod admin;
 pub mod assignment;
 pub mod clients;

@@ -6,7 +6,8 @@
 pub mod status;
 
 pub use status::{
-    FlowStatus, Health, MemberStatus, Millis, PartitionStatus, Paused, Unreachable, now_ms,
+    AclSyncStatus, FlowStatus, Health, MemberStatus, Millis, PartitionStatus, Paused, Unreachable,
+    now_ms,
 };
 
 use crate::histogram::Histogram;
@@ -50,13 +51,20 @@ pub enum Counter {
     RefusedNames,
     /// Plugin calls that failed deciding a topic (the topic waits and is asked again).
     UndecidedTopics,
+    /// Topic ACL bindings created on the target.
+    AclsCreated,
+    /// Synced topic ACL bindings deleted from the target (`sync_topic_acls_delete`).
+    AclsDeleted,
+    /// ACL sync steps that failed (a listing, a plugin call, a binding not created or not
+    /// deleted); retried at the next pass.
+    AclSyncFailures,
     /// Errors seen.
     Errors,
 }
 
 impl Counter {
     /// Every counter, in the order they are shown.
-    pub const ALL: [Counter; 16] = [
+    pub const ALL: [Counter; 19] = [
         Counter::Records,
         Counter::Bytes,
         Counter::OffsetSyncs,
@@ -72,6 +80,9 @@ impl Counter {
         Counter::CommitFailures,
         Counter::RefusedNames,
         Counter::UndecidedTopics,
+        Counter::AclsCreated,
+        Counter::AclsDeleted,
+        Counter::AclSyncFailures,
         Counter::Errors,
     ];
 
@@ -93,6 +104,9 @@ impl Counter {
             Counter::CommitFailures => "commit_failures",
             Counter::RefusedNames => "refused_topic_names",
             Counter::UndecidedTopics => "undecided_topics",
+            Counter::AclsCreated => "acls_created",
+            Counter::AclsDeleted => "acls_deleted",
+            Counter::AclSyncFailures => "acl_sync_failures",
             Counter::Errors => "errors",
         }
     }
@@ -128,6 +142,13 @@ impl Counter {
             }
             Counter::UndecidedTopics => {
                 "Plugin calls that failed deciding a topic (trap, timeout, error); retried later"
+            }
+            Counter::AclsCreated => "Topic ACL bindings created on the target",
+            Counter::AclsDeleted => {
+                "Synced topic ACL bindings deleted from the target (sync_topic_acls_delete)"
+            }
+            Counter::AclSyncFailures => {
+                "ACL sync steps that failed (listing, plugin call, a binding not created or deleted); retried next pass"
             }
             Counter::Errors => "Errors (Kafka, plugins), each also logged",
         }

@@ -70,6 +70,23 @@ pub struct Unreachable {
     pub error: String,
 }
 
+/// The last topic-ACL sync pass, as `/status` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AclSyncStatus {
+    /// When it ran.
+    pub at_ms: Millis,
+    /// Bindings it created on the target.
+    pub created: u64,
+    /// Bindings it deleted from the target.
+    pub deleted: u64,
+    /// Steps that failed (retried next pass).
+    pub failed: u64,
+    /// The last error of the pass, or why ACL sync is off.
+    pub error: Option<String>,
+    /// ACL sync is off until kmirror restarts: the target does not serve ACLs.
+    pub disabled: bool,
+}
+
 /// A flow's state as `/status` shows it.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct FlowStatus {
@@ -112,6 +129,8 @@ pub struct FlowStatus {
     /// Mirrored partitions no instance has owned for longer than two session timeouts
     /// (`topic[partition]`; judged by the leader only).
     pub unowned: Vec<String>,
+    /// The last topic-ACL sync pass (on the leader; `None` before the first).
+    pub last_acl_sync: Option<AclSyncStatus>,
     /// Liveness: each loop's last turn and how often it turns.
     #[serde(skip)]
     pub loops: BTreeMap<&'static str, (Instant, Duration)>,
