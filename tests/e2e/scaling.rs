@@ -389,11 +389,11 @@ fn a_control_topic_with_several_partitions_is_refused_naming_it() {
 
 /// A member of the flow's group that holds partitions without mirroring them (a rogue
 /// consumer in the group, or a member the coordinator failed to give its share): the leader
-/// finds them without an owner for longer than two session timeouts, says so (health,
-/// `kmirror_unowned_partitions`, a warning) and asks the members to rejoin; once they are
-/// owned again the flow is healthy.
+/// finds them without an owner for longer than two session timeouts and the members'
+/// metadata refresh, says so (health, `kmirror_unowned_partitions`, a warning) and makes the
+/// group rebalance; once they are owned again the flow is healthy.
 #[test]
-fn partitions_nobody_mirrors_are_reported_and_the_members_rejoin() {
+fn partitions_nobody_mirrors_are_reported_and_the_group_rebalanced() {
     use rdkafka::ClientConfig;
     use rdkafka::consumer::{BaseConsumer, Consumer};
     let (primary, backup) = (Broker::start(), Broker::start());
@@ -446,9 +446,9 @@ fn partitions_nobody_mirrors_are_reported_and_the_members_rejoin() {
         .then_some(reasons)
     });
     assert!(reasons.contains("held["), "{reasons}");
-    wait_for("the members asked to rejoin", T, || {
+    wait_for("the group made to rebalance", T, || {
         k.logs()
-            .contains("this instance's replication tasks rejoin the group")
+            .contains("this instance's first replication task rejoins it")
             .then_some(())
     });
     // The rogue goes: every partition is owned again and the flow is healthy.

@@ -370,7 +370,7 @@ mod tests {
                 { "flow": "primary->backup", "state": "running", "leader": true,
                   "health": { "alive": true, "ready": true, "state": "degraded", "reasons": [
                       "partition orders[0] is paused at offset 100: Broker: Message size too large",
-                      "1 mirrored partition(s) have had no owner for longer than two session timeouts: orders[2] (the members were asked to rejoin the group)" ] },
+                      "1 mirrored partition(s) have had no owner for longer than two session timeouts: orders[2] (the group is made to rebalance)" ] },
                   "members": { "0": { "partitions": owned.clone(), "oldest_unacked_ms": null,
                                       "rebalances": 1, "generation": 3 } },
                   "partitions": owned,

@@ -18,7 +18,8 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 /// How long a stopping flow may take beyond its `shutdown_timeout` (and the session timeout
-/// its replication tasks may wait to leave the group one at a time) before it is abandoned.
+/// per replication task after the first, which may each wait to leave the group in turn)
+/// before it is abandoned.
 pub const STOP_GRACE: Duration = Duration::from_secs(20);
 
 /// A running flow.
@@ -159,8 +160,8 @@ impl Flows {
                 tracing::info!(flow = %name, "stopping flow");
                 r.token.cancel();
                 let s = &r.flow.settings;
-                r.stopping =
-                    Some(Instant::now() + s.shutdown_timeout + s.session_timeout + STOP_GRACE);
+                let leaving = s.session_timeout * s.replication_tasks.saturating_sub(1);
+                r.stopping = Some(Instant::now() + s.shutdown_timeout + leaving + STOP_GRACE);
             }
         }
     }

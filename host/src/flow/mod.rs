@@ -13,7 +13,7 @@
 //! - [`leadership`]: which instance does the singleton duties, elected through a control
 //!   consumer group; [`duties`]: those duties, started and stopped with leadership;
 //!   [`ownership`]: every instance reports its partitions, the leader finds partitions
-//!   without an owner and has the members rejoin.
+//!   without an owner and makes the group rebalance.
 //! - [`plugins`]: the flow's plugin roles behind async, batched calls, swappable while it
 //!   runs; [`reload`]: whether a running flow may take new roles.
 //! - [`takeover`]: seeding the flow's progress from a MirrorMaker 2 it replaces.

@@ -3,9 +3,12 @@
 //! on the source; key `report:<instance>`, a JSON [`rules::Report`]), and the leader
 //! compares the mirrored partitions with those reports and with the assignment the group
 //! coordinator describes (DescribeGroups; some brokers describe none). A partition without
-//! an owner for longer than two session timeouts is a degraded reason, the metric
-//! `kmirror_unowned_partitions` and a warning, and the leader asks every member to rejoin
-//! (key `rejoin` on the same topic), which forces a new assignment.
+//! an owner for longer than two session timeouts (plus the members' metadata refresh) is a
+//! degraded reason, the metric `kmirror_unowned_partitions` and a warning, and the leader's
+//! first replication task leaves the group and joins again: one member's rejoin makes the
+//! coordinator rebalance the whole group (every member leaving at once is what strands
+//! some coordinators). While the partitions stay stuck this is repeated with a doubling
+//! wait.
 //!
 //! A group coordinator can strand a group (Tansu keeps a departed member as the leader of
 //! a forming group: `docs/scaling.md`); whether a rejoin clears it depends on the broker,
@@ -30,8 +33,6 @@ use tokio_util::sync::CancellationToken;
 
 /// The control topic key of an instance's report.
 const REPORT_PREFIX: &str = "report:";
-/// The control topic key of the leader's request to rejoin.
-const REJOIN: &str = "rejoin";
 
 /// What the ownership task works with.
 pub struct OwnershipContext {
@@ -49,14 +50,8 @@ pub struct OwnershipContext {
     pub leader: watch::Receiver<bool>,
     /// Counters and status (this instance's owned partitions are read from it).
     pub telemetry: Arc<FlowTelemetry>,
-    /// Bumped when the members are to rejoin the group.
+    /// Bumped when this instance's first replication task is to rejoin the group.
     pub rejoin: watch::Sender<u64>,
-}
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct RejoinRequest {
-    at_ms: i64,
-    by: String,
 }
 
 /// This process's instance name: host, pid and a random part.
@@ -80,20 +75,15 @@ pub async fn run(ctx: OwnershipContext, shutdown: CancellationToken) {
         every.as_millis() as i64,
     );
     let (me, host) = instance();
-    let started_ms = crate::flow::telemetry::now_ms();
     let telemetry = ctx.telemetry.clone();
-    let writer = match InternalWriter::new(&ctx.source, &ctx.control_topic) {
-        Ok(w) => w,
-        Err(e) => return telemetry.note_error("write ownership reports", e.kind(), &e),
-    };
-    let reader = match control_reader(&ctx.source, &ctx.control_topic) {
-        Ok(r) => r,
-        Err(e) => return telemetry.note_error("read ownership reports", "kafka", &e),
+    let Some((writer, reader)) = open(&ctx, &shutdown).await else {
+        return;
     };
     let mut ownership = Ownership::default();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut warned = false;
+    let mut leading = false;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => {
@@ -103,17 +93,11 @@ pub async fn run(ctx: OwnershipContext, shutdown: CancellationToken) {
             received = reader.recv() => match received {
                 Ok(msg) => {
                     let key = msg.key().and_then(|k| std::str::from_utf8(k).ok()).unwrap_or_default();
-                    let value = msg.payload().unwrap_or_default();
                     if key.starts_with(REPORT_PREFIX) {
-                        if let Ok(report) = serde_json::from_slice::<Report>(value) {
+                        if let Ok(mut report) = serde_json::from_slice::<Report>(msg.payload().unwrap_or_default()) {
+                            // Judged by when it arrived here: the instances' clocks need not agree.
+                            report.at_ms = crate::flow::telemetry::now_ms();
                             ownership.report(report);
-                        }
-                    } else if key == REJOIN {
-                        if let Ok(r) = serde_json::from_slice::<RejoinRequest>(value) {
-                            if r.at_ms > started_ms {
-                                tracing::warn!(flow = %telemetry.flow, by = %r.by, "the leader found partitions without an owner: this instance's replication tasks rejoin the group");
-                                ctx.rejoin.send_modify(|n| *n += 1);
-                            }
                         }
                     }
                 }
@@ -132,9 +116,15 @@ pub async fn run(ctx: OwnershipContext, shutdown: CancellationToken) {
                         }
                     });
                 }
+                let leads = *ctx.leader.borrow();
+                if leads && !leading {
+                    // A new term: nothing carried over from an earlier one.
+                    ownership = Ownership::default();
+                }
+                leading = leads;
                 // This instance's own view needs no round trip.
                 ownership.report(report);
-                if !*ctx.leader.borrow() {
+                if !leads {
                     telemetry.update(|s| s.unowned.clear());
                     warned = false;
                     continue;
@@ -152,11 +142,36 @@ pub async fn run(ctx: OwnershipContext, shutdown: CancellationToken) {
                 }
                 warned = !stuck.is_empty();
                 if verdict.rejoin {
-                    request_rejoin(&writer, &telemetry, &me, stuck.len()).await;
+                    tracing::warn!(flow = %telemetry.flow, partitions = stuck.len(), "making the group rebalance: this instance's first replication task rejoins it");
+                    ctx.rejoin.send_modify(|n| *n += 1);
                 }
                 telemetry.update(|s| s.unowned = stuck);
             }
         }
+    }
+}
+
+/// The control topic's writer and reader, created again (with backoff) until they can be.
+async fn open(
+    ctx: &OwnershipContext,
+    shutdown: &CancellationToken,
+) -> Option<(InternalWriter, StreamConsumer)> {
+    let mut backoff = Duration::from_millis(500);
+    loop {
+        let opened = InternalWriter::new(&ctx.source, &ctx.control_topic)
+            .map_err(|e| e.to_string())
+            .and_then(|w| Ok((w, control_reader(&ctx.source, &ctx.control_topic)?)));
+        match opened {
+            Ok(both) => return Some(both),
+            Err(e) => ctx
+                .telemetry
+                .note_error("open the control topic", "kafka", &e),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(30));
     }
 }
 
@@ -189,24 +204,5 @@ fn own_report(telemetry: &FlowTelemetry, me: &str, host: &str) -> Report {
         host: host.to_string(),
         owned,
         at_ms: crate::flow::telemetry::now_ms(),
-    }
-}
-
-async fn request_rejoin(
-    writer: &InternalWriter,
-    telemetry: &FlowTelemetry,
-    me: &str,
-    stuck: usize,
-) {
-    let request = RejoinRequest {
-        at_ms: crate::flow::telemetry::now_ms(),
-        by: me.to_string(),
-    };
-    let Ok(value) = serde_json::to_vec(&request) else {
-        return;
-    };
-    tracing::warn!(flow = %telemetry.flow, partitions = stuck, "asking every member of the flow's group to rejoin, to force a new assignment");
-    if let Err(e) = writer.send(REJOIN.as_bytes(), &value, None).await {
-        telemetry.note_error("ask the members to rejoin", e.kind(), &e);
     }
 }

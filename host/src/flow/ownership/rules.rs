@@ -1,7 +1,10 @@
 //! Which mirrored partitions have no owner, as a pure state machine over what the
-//! instances report and what the group coordinator says it assigned. A partition without
-//! an owner for longer than two session timeouts is stuck (no rebalance takes that long):
-//! the leader reports it and asks the members to rejoin, at most once per stuck period.
+//! instances report (stamped with the time the leader received them, so clocks need not
+//! agree) and what the group coordinator says it assigned. A partition without an owner
+//! for longer than two session timeouts plus the members' metadata refresh (a grown
+//! topic's new partitions are assigned only once the members see them) is stuck: the
+//! leader reports it and makes the group rebalance, backing off (doubling up to ten
+//! minutes) while it stays stuck.
 
 use crate::flow::Routes;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -29,8 +32,8 @@ pub struct Ownership {
     reports: HashMap<String, Report>,
     /// Partitions without an owner, since when (ms).
     since: BTreeMap<Tp, i64>,
-    /// When the members were last asked to rejoin.
-    healed_ms: Option<i64>,
+    /// When the group was last made to rebalance, and the wait before the next time.
+    healed: Option<(i64, i64)>,
 }
 
 /// The leader's conclusions at one moment.
@@ -51,18 +54,27 @@ pub struct Limits {
     pub fresh_for: i64,
     /// A partition unowned longer than this is stuck.
     pub stuck_after: i64,
-    /// The members are asked to rejoin at most this often.
+    /// The first wait between two rebalances for stuck partitions (doubling after each,
+    /// up to [`MAX_REJOIN_EVERY_MS`]).
     pub rejoin_every: i64,
 }
 
+/// The longest wait between two rebalances for partitions that stay stuck.
+pub const MAX_REJOIN_EVERY_MS: i64 = 10 * 60 * 1000;
+
+/// How long a replication task may take to see a grown topic's new partitions (its
+/// `topic.metadata.refresh.interval.ms`).
+pub const MEMBER_METADATA_REFRESH_MS: i64 = 30_000;
+
 impl Limits {
     /// The limits for a group with `session_timeout_ms`, whose instances report every
-    /// `report_every_ms`: stuck after two session timeouts, reports fresh for three
-    /// periods, a rejoin at most every two session timeouts.
+    /// `report_every_ms`: stuck after two session timeouts and the members' metadata
+    /// refresh, reports fresh for three periods, a rebalance at first every two session
+    /// timeouts.
     pub fn for_session(session_timeout_ms: i64, report_every_ms: i64) -> Limits {
         Limits {
             fresh_for: 3 * report_every_ms,
-            stuck_after: 2 * session_timeout_ms,
+            stuck_after: 2 * session_timeout_ms + MEMBER_METADATA_REFRESH_MS,
             rejoin_every: 2 * session_timeout_ms,
         }
     }
@@ -114,13 +126,20 @@ impl Ownership {
                 verdict.stuck.push(tp.clone());
             }
         }
-        if !verdict.stuck.is_empty()
-            && self
-                .healed_ms
-                .is_none_or(|h| now_ms - h >= limits.rejoin_every)
-        {
-            verdict.rejoin = true;
-            self.healed_ms = Some(now_ms);
+        if verdict.stuck.is_empty() {
+            self.healed = None;
+        } else {
+            match self.healed {
+                Some((at, wait)) if now_ms - at < wait => {}
+                Some((_, wait)) => {
+                    verdict.rejoin = true;
+                    self.healed = Some((now_ms, (wait * 2).min(MAX_REJOIN_EVERY_MS)));
+                }
+                None => {
+                    verdict.rejoin = true;
+                    self.healed = Some((now_ms, limits.rejoin_every));
+                }
+            }
         }
         verdict
     }
@@ -167,11 +186,21 @@ mod tests {
         o.report(report("a", &[0, 1], 15_000));
         let v = o.judge(21_500, &routes(3), &BTreeSet::new(), LIMITS);
         assert_eq!(v.stuck, vec![("orders".to_string(), 2)]);
-        assert!(v.rejoin, "the members are asked to rejoin");
+        assert!(v.rejoin, "the group is made to rebalance");
         o.report(report("a", &[0, 1], 30_000));
         let v = o.judge(31_000, &routes(3), &BTreeSet::new(), LIMITS);
         assert!(!v.rejoin, "not again before the rejoin interval");
         assert!(o.judge(42_000, &routes(3), &BTreeSet::new(), LIMITS).rejoin);
+        o.report(report("a", &[0, 1], 50_000));
+        assert!(
+            !o.judge(62_000, &routes(3), &BTreeSet::new(), LIMITS).rejoin,
+            "the wait doubled"
+        );
+        o.report(report("a", &[0, 1], 75_000));
+        assert!(
+            o.judge(82_500, &routes(3), &BTreeSet::new(), LIMITS).rejoin,
+            "after 40 s"
+        );
         // Owned again: nothing to report.
         o.report(report("b", &[2], 43_000));
         assert_eq!(

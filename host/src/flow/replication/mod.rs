@@ -215,7 +215,7 @@ pub async fn run_restarting(
     // A task that ends outside the group holds no other task's turn to leave.
     let leave = shared.leave.clone();
     let member = settings.member;
-    let _left = scopeguard(move || leave.left(member, None));
+    let _left = scopeguard(move || leave.left(member, None, std::time::Instant::now()));
     loop {
         let run = run(
             clusters.clone(),

@@ -245,14 +245,15 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
             let generation = group_generation(&consumer);
             if ctx
                 .leave
-                .may_leave(ctx.settings.member, generation, since.elapsed())
+                .may_leave(ctx.settings.member, generation, since, Instant::now())
             {
                 break;
             }
         }
         if ctx.rejoin.has_changed().unwrap_or(false) {
             ctx.rejoin.borrow_and_update();
-            rejoin = true;
+            // One member's rejoin rebalances the whole group: the first task's.
+            rejoin = ctx.settings.member == 0;
         }
         if rejoin && held.is_none() {
             // Leave (the revocation drains and commits) and join again: a new assignment.
@@ -338,7 +339,7 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     let generation = group_generation(&consumer);
     committer.finish();
     drop(consumer);
-    ctx.leave.left(member, generation);
+    ctx.leave.left(member, generation, Instant::now());
     Ok(())
 }
 

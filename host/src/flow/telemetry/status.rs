@@ -215,7 +215,7 @@ impl FlowStatus {
             let shown: Vec<&str> = self.unowned.iter().take(10).map(String::as_str).collect();
             let more = self.unowned.len().saturating_sub(shown.len());
             reasons.push(format!(
-                "{} mirrored partition(s) have had no owner for longer than two session timeouts: {}{} (the members were asked to rejoin the group)",
+                "{} mirrored partition(s) have had no owner for longer than two session timeouts: {}{} (the group is made to rebalance)",
                 self.unowned.len(),
                 shown.join(", "),
                 if more > 0 { format!(" and {more} more") } else { String::new() }
