@@ -212,8 +212,8 @@ impl Cluster {
             .collect())
     }
 
-    /// The configs set on `topic` itself (dynamic topic configs), by name.
-    pub async fn topic_overrides(
+    /// `topic`'s effective config values (whatever their source), by name.
+    pub async fn topic_config_values(
         &self,
         topic: &str,
     ) -> Result<std::collections::BTreeMap<String, String>, KafkaError> {
@@ -221,7 +221,6 @@ impl Cluster {
             .describe_topic_configs(topic)
             .await?
             .into_iter()
-            .filter(|e| e.source == rdkafka::admin::ConfigSource::DynamicTopic)
             .filter_map(|e| Some((e.name, e.value?)))
             .collect())
     }
@@ -242,30 +241,6 @@ impl Cluster {
             entries.extend(result.map_err(|e| self.error(op(), e))?.entries);
         }
         Ok(entries)
-    }
-
-    /// Sets `topic`'s configs to exactly `configs` (AlterConfigs: what is not named reverts
-    /// to the broker's default, as MM2's non-incremental config sync does).
-    pub async fn set_topic_configs(
-        &self,
-        topic: &str,
-        configs: &[(String, String)],
-    ) -> Result<(), KafkaError> {
-        let op = || format!("alter configs of {topic}");
-        let mut alter = rdkafka::admin::AlterConfig::new(ResourceSpecifier::Topic(topic));
-        for (k, v) in configs {
-            alter = alter.set(k, v);
-        }
-        let opts = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
-        let results = self
-            .admin()
-            .alter_configs([&alter], &opts)
-            .await
-            .map_err(|e| self.error(op(), e))?;
-        match results.into_iter().next() {
-            Some(Err((_, code))) => Err(self.error(op(), code)),
-            _ => Ok(()),
-        }
     }
 
     /// Whether the internal topic `name`, if it exists, can serve (see

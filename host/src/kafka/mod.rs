@@ -15,6 +15,7 @@ pub mod acls;
 pub mod admin;
 pub mod assignment;
 pub mod clients;
+pub mod configs;
 pub mod groups;
 pub mod internal;
 pub mod secrets;

@@ -33,12 +33,12 @@ pub trait Clusters: Send + Sync + 'static {
         &self,
         topic: String,
     ) -> impl Future<Output = Result<Vec<TopicConfigEntry>, KafkaError>> + Send;
-    /// The configs set on a target topic itself.
-    fn target_overrides(
+    /// A target topic's effective config values.
+    fn target_configs(
         &self,
         topic: String,
     ) -> impl Future<Output = Result<BTreeMap<String, String>, KafkaError>> + Send;
-    /// Sets a target topic's configs to exactly `configs`.
+    /// Sets `configs` on a target topic, leaving its other configs alone.
     fn set_target_configs(
         &self,
         topic: String,
@@ -80,11 +80,8 @@ impl Clusters for Live {
     async fn source_configs(&self, topic: String) -> Result<Vec<TopicConfigEntry>, KafkaError> {
         self.source.topic_configs(&topic).await
     }
-    async fn target_overrides(
-        &self,
-        topic: String,
-    ) -> Result<BTreeMap<String, String>, KafkaError> {
-        self.target.topic_overrides(&topic).await
+    async fn target_configs(&self, topic: String) -> Result<BTreeMap<String, String>, KafkaError> {
+        self.target.topic_config_values(&topic).await
     }
     async fn set_target_configs(
         &self,

@@ -68,6 +68,9 @@ pub async fn run<C: Clusters>(
     }
 }
 
+/// Target topics whose configs are synced at the same time at most.
+const CONFIG_SYNCS_AT_ONCE: usize = 8;
+
 /// How long a topic a plugin failed on waits before it is asked again.
 const RETRY_UNDECIDED: Duration = Duration::from_secs(60);
 
@@ -85,6 +88,8 @@ pub struct Discovery<C> {
     generation: u64,
     /// When existing target topics' configs were last synced.
     configs_synced: Option<Instant>,
+    /// What the last config sync could not do.
+    config_failures: Vec<Problem>,
 }
 
 impl<C: Clusters> Discovery<C> {
@@ -98,6 +103,7 @@ impl<C: Clusters> Discovery<C> {
             mirrored: Routes::new(),
             generation,
             configs_synced: None,
+            config_failures: Vec::new(),
         }
     }
 
@@ -137,10 +143,14 @@ impl<C: Clusters> Discovery<C> {
             });
         }
         self.apply(&mut plan, &mut target).await;
-        if leader {
-            self.sync_configs(&mut plan, &target).await;
+        // What the last config sync could not do is reported until it is tried again.
+        plan.problems.extend(self.config_failures.iter().cloned());
+        let mirror = plan.mirror.clone();
+        let published = self.publish(plan, generation, routes);
+        if published && leader {
+            self.sync_configs(&mirror, &target).await;
         }
-        self.publish(plan, generation, routes)
+        published
     }
 
     fn listed(
@@ -362,9 +372,11 @@ impl<C: Clusters> Discovery<C> {
         })
     }
 
-    /// Every `sync_topic_configs_interval`: existing target topics get the source's
-    /// filtered configs where they differ.
-    async fn sync_configs(&mut self, plan: &mut Plan, target: &Snapshot) {
+    /// Every `sync_topic_configs_interval`, after the pass was published: existing target
+    /// topics get the source's filtered configs where they differ (only those keys are set;
+    /// the target's other configs are left alone), a few topics at a time.
+    async fn sync_configs(&mut self, mirror: &Routes, target: &Snapshot) {
+        use futures::StreamExt;
         let Some(every) = self.ctx.sync_topic_configs else {
             return;
         };
@@ -372,41 +384,51 @@ impl<C: Clusters> Discovery<C> {
             return;
         }
         self.configs_synced = Some(Instant::now());
-        let routes: Vec<(String, String)> = plan
-            .mirror
+        let routes: Vec<(String, String)> = mirror
             .iter()
             .filter(|(_, r)| target.contains_key(&r.target))
             .map(|(s, r)| (s.clone(), r.target.clone()))
             .collect();
-        for (source, name) in routes {
-            if let Err(error) = self.sync_one(&source, &name).await {
-                plan.problems.push(Problem::ConfigSyncFailed {
-                    target: name,
-                    error,
-                });
-            }
-        }
+        let this = &*self;
+        let failures: Vec<Problem> = futures::stream::iter(routes)
+            .map(|(source, name)| async move {
+                this.sync_one(&source, &name)
+                    .await
+                    .err()
+                    .map(|error| Problem::ConfigSyncFailed {
+                        target: name,
+                        error,
+                    })
+            })
+            .buffer_unordered(CONFIG_SYNCS_AT_ONCE)
+            .filter_map(|f| async move { f })
+            .collect()
+            .await;
+        self.config_failures = failures;
     }
 
     async fn sync_one(&self, source: &str, target: &str) -> Result<(), String> {
-        let desired: BTreeMap<String, String> =
-            self.configs_for(source).await?.into_iter().collect();
+        let desired = self.configs_for(source).await?;
         let current = self
             .ctx
             .clusters
-            .target_overrides(target.to_string())
+            .target_configs(target.to_string())
             .await
             .map_err(|e| e.to_string())?;
-        if desired == current {
+        let differ: Vec<(String, String)> = desired
+            .into_iter()
+            .filter(|(k, v)| current.get(k) != Some(v))
+            .collect();
+        if differ.is_empty() {
             return Ok(());
         }
+        let keys: Vec<&str> = differ.iter().map(|(k, _)| k.as_str()).collect();
+        tracing::info!(flow = %self.ctx.telemetry.flow, topic = %target, source, configs = %keys.join(", "), "syncing the target topic's configs from the source");
         self.ctx
             .clusters
-            .set_target_configs(target.to_string(), desired.into_iter().collect())
+            .set_target_configs(target.to_string(), differ)
             .await
-            .map_err(|e| e.to_string())?;
-        tracing::info!(flow = %self.ctx.telemetry.flow, topic = %target, source, "synced the target topic's configs from the source");
-        Ok(())
+            .map_err(|e| e.to_string())
     }
 
     /// Publishes the pass — unless the plugins were replaced since it started, when it is

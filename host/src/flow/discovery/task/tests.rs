@@ -89,10 +89,7 @@ impl Clusters for Arc<Fake> {
             .unwrap_or(Ok(Vec::new()))
             .map_err(|e| error(&e))
     }
-    async fn target_overrides(
-        &self,
-        topic: String,
-    ) -> Result<BTreeMap<String, String>, KafkaError> {
+    async fn target_configs(&self, topic: String) -> Result<BTreeMap<String, String>, KafkaError> {
         Ok(self
             .overrides
             .lock()
@@ -106,10 +103,13 @@ impl Clusters for Arc<Fake> {
         topic: String,
         configs: Vec<(String, String)>,
     ) -> Result<(), KafkaError> {
+        // Incremental: only the keys given are set.
         self.overrides
             .lock()
             .unwrap()
-            .insert(topic.clone(), configs.iter().cloned().collect());
+            .entry(topic.clone())
+            .or_default()
+            .extend(configs.iter().cloned());
         self.altered.lock().unwrap().push((topic, configs));
         Ok(())
     }
@@ -224,7 +224,11 @@ async fn existing_target_topics_get_the_source_configs_every_interval() {
         .insert("primary.orders".into(), 1);
     h.fake.overrides.lock().unwrap().insert(
         "primary.orders".into(),
-        [("cleanup.policy".to_string(), "delete".to_string())].into(),
+        [
+            ("cleanup.policy".to_string(), "delete".to_string()),
+            ("retention.ms".to_string(), "1000".to_string()),
+        ]
+        .into(),
     );
     assert!(h.pass().await);
     assert_eq!(
