@@ -1,7 +1,7 @@
 //! `kmirror offsets import-mm2`: what a takeover from MirrorMaker 2 would seed, per
 //! partition, and doing it with `--apply`. See [`crate::flow::takeover`].
 
-use super::offsets::fail;
+use super::fail;
 use super::table;
 use crate::config::{self, ResolvedFlow};
 use crate::flow::progress_group;

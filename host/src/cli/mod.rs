@@ -68,6 +68,12 @@ pub enum Command {
     CompilePlugin,
 }
 
+/// Prints `message` as an error and gives exit code `code`.
+pub(crate) fn fail(code: u8, message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(code)
+}
+
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     let cache = match (cli.no_cache, cli.cache_dir) {

@@ -2,6 +2,7 @@
 //! the target group for a failover — refused when a partition the group committed on the
 //! source, of a topic the flow mirrors, has no checkpoint (unless `--allow-partial`).
 
+use super::fail;
 use super::failover::{self, Coverage, Gate, Uncovered};
 use super::table;
 use crate::config::{self, LoadedConfig, ResolvedFlow};
@@ -67,11 +68,6 @@ pub enum OffsetsCommand {
     /// --force).
     #[command(name = "import-mm2")]
     ImportMm2(super::import_mm2::ImportArgs),
-}
-
-pub(super) fn fail(code: u8, message: &str) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(code)
 }
 
 struct Opened {

@@ -63,6 +63,9 @@ pub enum Forwarded {
     Full,
 }
 
+/// The producer's local queue, in records (`queue.buffering.max.messages`).
+pub const PRODUCER_QUEUE: usize = 100_000;
+
 /// How often the producer's metadata of one target topic is refreshed at most.
 const REFRESH_EVERY: Duration = Duration::from_secs(1);
 
@@ -215,7 +218,7 @@ impl Core {
     /// half the producer's queue.
     pub fn has_room(&self) -> bool {
         self.book.in_flight() <= self.settings.max_in_flight / 2
-            && self.producer.in_flight_count() <= super::worker::PRODUCER_QUEUE as i32 / 2
+            && self.producer.in_flight_count() <= PRODUCER_QUEUE as i32 / 2
     }
 
     /// The target has no room (`on`): the flowing partitions are paused (a record they

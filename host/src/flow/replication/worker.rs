@@ -34,8 +34,6 @@ const POLL: Duration = Duration::from_millis(50);
 const HOLD_BEFORE_PAUSE: Duration = Duration::from_secs(2);
 /// Delivery reports are served at least every this many records.
 const REPORTS_EVERY: u32 = 256;
-/// The producer's local queue, in records.
-pub const PRODUCER_QUEUE: usize = 100_000;
 
 /// What one replicator run works with.
 pub struct WorkerContext {
