@@ -83,32 +83,25 @@ pub async fn run(
 
     if flow.settings.take_over_from_mm2 {
         let group = progress_group(src, dst);
+        // Planned again at every try: an instance started beside this one may have seeded
+        // (or begun mirroring) meanwhile, and its progress is then left alone.
         let took = retry(
             "take over from MirrorMaker 2",
             &telemetry,
             &shutdown,
-            || takeover::prepare(&source, &target, &group, false),
+            || takeover::take_over(&source, &target, &group),
         );
-        let Some(plan) = took.await else {
+        let Some(outcome) = took.await else {
             return Ok(());
         };
-        match &plan.refused {
-            Some(_) => {
-                tracing::info!(flow = %name, "take_over_from_mm2: the flow has progress already; nothing seeded")
+        match outcome {
+            takeover::Outcome::HasProgress => {
+                tracing::info!(flow = %name, "take_over_from_mm2: the flow has progress already; nothing seeded (the setting can be removed)")
             }
-            None if plan.seeds.is_empty() => {
+            takeover::Outcome::NothingLeft => {
                 tracing::info!(flow = %name, topic = %takeover::mm2_offsets_topic(src), "take_over_from_mm2: MirrorMaker 2 left no offsets; nothing seeded")
             }
-            None => {
-                let seeded = retry(
-                    "seed progress from MirrorMaker 2",
-                    &telemetry,
-                    &shutdown,
-                    || takeover::apply(&source, &group, &plan),
-                );
-                let Some(n) = seeded.await else {
-                    return Ok(());
-                };
+            takeover::Outcome::Seeded(n) => {
                 tracing::info!(flow = %name, partitions = n, "took over from MirrorMaker 2: progress seeded from its offsets");
             }
         }

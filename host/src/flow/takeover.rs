@@ -200,6 +200,35 @@ pub async fn prepare(
     Ok(plan(&mm2, &stored, force))
 }
 
+/// What a daemon's takeover at a flow's start did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The flow had progress for a partition MM2 mirrored: nothing was seeded.
+    HasProgress,
+    /// MM2 left no offsets for this source.
+    NothingLeft,
+    /// Progress was seeded for this many partitions.
+    Seeded(usize),
+}
+
+/// Plans and applies a takeover, unforced. A commit refused because another instance of
+/// the flow joined the group meanwhile fails here, and the retry plans again — then finding
+/// that instance's progress.
+pub async fn take_over(
+    source: &Cluster,
+    target: &Cluster,
+    group: &str,
+) -> Result<Outcome, KafkaError> {
+    let plan = prepare(source, target, group, false).await?;
+    if plan.refused.is_some() {
+        return Ok(Outcome::HasProgress);
+    }
+    if plan.seeds.is_empty() {
+        return Ok(Outcome::NothingLeft);
+    }
+    Ok(Outcome::Seeded(apply(source, group, &plan).await?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
