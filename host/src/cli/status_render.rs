@@ -214,6 +214,29 @@ fn render_flow(out: &mut String, flow: &Value, now_ms: i64) {
         })
         .collect();
     let _ = writeln!(out, "  {}", counters.join(", "));
+    if let Some(acl) = flow["last_acl_sync"].as_object() {
+        let state = if acl.get("disabled").and_then(Value::as_bool) == Some(true) {
+            "off (the target serves no ACLs)".to_string()
+        } else {
+            format!(
+                "{} created, {} deleted, {} failed",
+                num(&acl["created"]),
+                num(&acl["deleted"]),
+                num(&acl["failed"])
+            )
+        };
+        let _ = write!(
+            out,
+            "  last acl sync {}: {state}",
+            ago(&acl["at_ms"], now_ms)
+        );
+        match acl.get("error").and_then(Value::as_str) {
+            Some(e) => {
+                let _ = writeln!(out, "; {}", one_line(e));
+            }
+            None => out.push('\n'),
+        }
+    }
     if let Some(e) = flow["last_error"].as_str() {
         let _ = writeln!(out, "  last error: {}", one_line(e));
     }
@@ -561,6 +584,30 @@ mod tests {
         let no_health = json!({ "flows": [{ "flow": "a->b" }] });
         assert!(is_status(&no_health).unwrap_err().contains("a->b"));
         assert!(is_status(&json!({ "flows": [{}] })).is_err());
+    }
+
+    #[test]
+    fn the_last_acl_sync_is_shown_with_its_counts_or_why_it_is_off() {
+        let mut json = fixture();
+        json["flows"][0]["last_acl_sync"] = json!({
+            "at_ms": NOW - 42_000, "created": 3, "deleted": 1, "failed": 1,
+            "error": "topic orders: CreateAcls\n refused", "disabled": false
+        });
+        json["flows"][1]["last_acl_sync"] = json!({
+            "at_ms": NOW - 1_000, "created": 0, "deleted": 0, "failed": 0,
+            "error": null, "disabled": true
+        });
+        let (text, _) = render(&json, NOW);
+        assert!(
+            text.contains(
+                "  last acl sync 42s ago: 3 created, 1 deleted, 1 failed; topic orders: CreateAcls refused\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  last acl sync 1.0s ago: off (the target serves no ACLs)\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -129,6 +129,10 @@ pub async fn planned(
     routes: &Routes,
     delete: bool,
 ) -> Result<Planned, PluginError> {
+    // An empty source listing cannot be told from a source whose authorizer is off or that
+    // no longer lets kmirror describe its ACLs (librdkafka drops DescribeAcls' top-level
+    // error): it never deletes anything.
+    let delete = delete && !source.is_empty();
     let mut names: BTreeSet<String> = source
         .iter()
         .filter(|b| rules::eligible(b))
@@ -178,6 +182,9 @@ impl<C: AclClusters> AclSync<C> {
         };
         let routes = self.ctx.routes.borrow().clone();
         let delete = self.ctx.delete;
+        if delete && source.is_empty() {
+            tracing::warn!(flow = %self.ctx.telemetry.flow, "acl sync: the source lists no ACLs; nothing is deleted on the target (an empty listing may be a source without an authorizer or without DESCRIBE rights)");
+        }
         let planned = match planned(&self.ctx.plugins, &source, &target, &routes, delete).await {
             Ok(p) => p,
             Err(e) => {

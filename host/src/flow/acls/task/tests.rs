@@ -319,9 +319,24 @@ async fn deletion_is_opt_in_and_removes_only_synced_bindings_whose_source_is_gon
 }
 
 #[tokio::test]
+async fn an_empty_source_listing_deletes_nothing() {
+    // A source without an authorizer, or without DESCRIBE rights, lists nothing: that must
+    // not read as "every binding was removed at the source".
+    let mut h = harness(true);
+    let synced = acl("primary.orders", "User:bob", AclOperation::Read);
+    h.fake.target.lock().unwrap().push(synced.clone());
+    h.routes
+        .send_replace([("orders".to_string(), Route::new("primary.orders", 1))].into());
+    assert_eq!(h.sync.pass().await, Outcome::Synced);
+    assert!(h.fake.delete_calls.lock().unwrap().is_empty());
+    assert_eq!(h.target(), set(&[synced]));
+}
+
+#[tokio::test]
 async fn deletion_waits_until_routes_name_the_topic_as_mirrored() {
     let mut h = harness(true);
     let stale = acl("primary.orders", "User:bob", AclOperation::Read);
+    h.source(vec![acl("payments", "User:carol", AclOperation::Read)]);
     h.fake.target.lock().unwrap().push(stale.clone());
     // Discovery has published nothing yet: nothing counts as mirrored.
     assert_eq!(h.sync.pass().await, Outcome::Synced);
