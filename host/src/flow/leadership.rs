@@ -106,7 +106,8 @@ pub async fn run(
             return;
         }
         while !stop.is_cancelled() {
-            // The topic holds no records: polling serves the membership.
+            // Subscribed only for the assignment (partition 0 makes the leader); records on the
+            // topic (ownership reports) are read elsewhere: polling serves the membership.
             let _ = consumer.poll(Duration::from_millis(100));
             telemetry.tick("leader election", Duration::from_millis(100));
         }

@@ -70,6 +70,21 @@ impl InternalWriter {
         }
     }
 
+    /// Writes a tombstone for `key` (compaction then removes the key) and waits up to
+    /// `timeout` for it to be acked.
+    pub async fn tombstone(&self, key: &[u8], timeout: Duration) -> Result<i64, KafkaError> {
+        let record: FutureRecord<'_, [u8], [u8]> =
+            FutureRecord::to(&self.topic).partition(0).key(key);
+        let delivery = self
+            .producer
+            .send_result(record)
+            .map_err(|(e, _)| self.error(e.to_string()))?;
+        match tokio::time::timeout(timeout, delivered(delivery)).await {
+            Ok(acked) => acked.map_err(|m| self.error(m)),
+            Err(_) => Err(self.error(format!("not acked within {timeout:?}"))),
+        }
+    }
+
     /// Waits up to `timeout` for every queued record.
     pub fn flush(&self, timeout: Duration) {
         use rdkafka::producer::Producer;

@@ -112,6 +112,7 @@ impl<C: Clusters> Discovery<C> {
     /// dropped; the next pass decides again). Returns whether it published.
     pub async fn pass(&mut self, routes: &watch::Sender<Routes>) -> bool {
         let telemetry = self.ctx.telemetry.clone();
+        let generation = self.ctx.plugins.generation();
         let (source, target) = tokio::join!(
             self.ctx.clusters.source_topics(),
             self.ctx.clusters.target_topics()
@@ -121,7 +122,6 @@ impl<C: Clusters> Discovery<C> {
         let (Some(source), Some(mut target)) = (source, target) else {
             return false;
         };
-        let generation = self.ctx.plugins.generation();
         if generation != self.generation {
             // The plugins were replaced: every topic is decided again by the new ones.
             tracing::info!(flow = %telemetry.flow, topics = self.decisions.len(), generation, "plugins replaced; deciding every topic again");
@@ -141,6 +141,11 @@ impl<C: Clusters> Discovery<C> {
                 source: topic.clone(),
                 error: error.clone(),
             });
+        }
+        if self.ctx.plugins.generation() != generation {
+            // Replaced while deciding: create nothing under the old plugins' names.
+            tracing::info!(flow = %telemetry.flow, "plugins replaced during the pass; it is dropped and decided again");
+            return false;
         }
         self.apply(&mut plan, &mut target).await;
         // What the last config sync could not do is reported until it is tried again.

@@ -10,6 +10,11 @@
 //! some coordinators). While the partitions stay stuck this is repeated with a doubling
 //! wait.
 //!
+//! The reports need WRITE on the control topic (on the source). A partition counts as owned
+//! when a fresh report names it or when the coordinator describes it as assigned: the
+//! leader forces a rebalance only when neither does (the stranded group below), never
+//! because a report is missing.
+//!
 //! A group coordinator can strand a group (Tansu keeps a departed member as the leader of
 //! a forming group: `docs/scaling.md`); whether a rejoin clears it depends on the broker,
 //! so the replication tasks of an instance also leave one at a time at a stop
@@ -87,13 +92,20 @@ pub async fn run(ctx: OwnershipContext, shutdown: CancellationToken) {
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => {
+                // Leaves no key behind on the compacted topic: every process start has its own.
+                let key = format!("{REPORT_PREFIX}{me}");
+                if let Err(e) = writer.tombstone(key.as_bytes(), Duration::from_secs(2)).await {
+                    tracing::debug!(flow = %telemetry.flow, error = %e, "ownership report not removed");
+                }
                 telemetry.loop_ended("ownership");
                 return;
             }
             received = reader.recv() => match received {
                 Ok(msg) => {
                     let key = msg.key().and_then(|k| std::str::from_utf8(k).ok()).unwrap_or_default();
-                    if key.starts_with(REPORT_PREFIX) {
+                    if let Some(instance) = key.strip_prefix(REPORT_PREFIX).filter(|_| msg.payload().is_none()) {
+                        ownership.forget(instance);
+                    } else if key.starts_with(REPORT_PREFIX) {
                         if let Ok(mut report) = serde_json::from_slice::<Report>(msg.payload().unwrap_or_default()) {
                             // Judged by when it arrived here: the instances' clocks need not agree.
                             report.at_ms = crate::flow::telemetry::now_ms();

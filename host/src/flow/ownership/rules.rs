@@ -92,6 +92,11 @@ impl Ownership {
         }
     }
 
+    /// Forgets `instance`'s report (it stopped gracefully).
+    pub fn forget(&mut self, instance: &str) {
+        self.reports.remove(instance);
+    }
+
     /// The partitions of `mirrored` nobody owns at `now_ms`, as far as the fresh reports
     /// and the coordinator's own `assigned` partitions tell.
     pub fn judge(

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 /// How long a revocation waits for the revoked partitions' records in flight.
 const REVOKE_DRAIN: Duration = Duration::from_secs(10);
+/// How long an assignment waits for a returning partition's log range.
+const WATERMARKS_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Core {
     /// The group assigned `tpl` to this member.
@@ -19,11 +21,14 @@ impl Core {
         let now = Instant::now();
         {
             let mut orphans = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
-            // Only a floor the partition's log (as last fetched) still spans: a source topic
-            // recreated meanwhile is mirrored from its stored progress.
+            // Only a floor the partition's log still spans: a source topic recreated
+            // meanwhile is mirrored from its stored progress. The log's range as this task
+            // last fetched it, or asked for (the partition may come back to a sibling task,
+            // which never fetched it); unknown, the floor is not trusted.
             self.book.assign(&partitions, generation, |t, p| {
                 let floor = orphans.take(t, p, now)?;
-                let (low, high) = cached_watermarks(consumer.client(), t, p)?;
+                let (low, high) = cached_watermarks(consumer.client(), t, p)
+                    .or_else(|| consumer.fetch_watermarks(t, p, WATERMARKS_TIMEOUT).ok())?;
                 (low..=high).contains(&floor).then_some(floor)
             });
         }

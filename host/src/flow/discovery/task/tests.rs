@@ -24,6 +24,8 @@ struct Fake {
     exists_with: Mutex<Option<i32>>,
     /// Runs while a creation is under way (e.g. a reload swapping the plugins).
     during_create: Mutex<Option<Box<dyn FnMut() + Send>>>,
+    /// Runs while the target's topics are listed.
+    during_list: Mutex<Option<Box<dyn FnMut() + Send>>>,
 }
 
 fn error(message: &str) -> KafkaError {
@@ -45,6 +47,9 @@ impl Clusters for Arc<Fake> {
         Ok(self.source.lock().unwrap().clone())
     }
     async fn target_topics(&self) -> Result<Snapshot, KafkaError> {
+        if let Some(f) = self.during_list.lock().unwrap().as_mut() {
+            f();
+        }
         Ok(self.target.lock().unwrap().clone())
     }
     async fn create_topics(
@@ -336,6 +341,35 @@ async fn a_pass_during_which_the_plugins_were_replaced_is_dropped() {
         h.routes().get("orders").map(|r| r.target.as_str()),
         Some("orders"),
         "decided again by the new policy"
+    );
+}
+
+#[tokio::test]
+async fn a_pass_whose_plugins_were_replaced_before_it_applied_creates_nothing() {
+    let mut h = harness(&[("orders", 1)], TargetClaims::default(), "primary->backup");
+    let plugins = h.plugins.clone();
+    *h.fake.during_list.lock().unwrap() = Some(Box::new(move || {
+        plugins.replace(crate::flow::testing::roles("identity-policy", ".*"));
+    }));
+    assert!(!h.pass().await, "dropped");
+    assert!(
+        h.fake.created.lock().unwrap().is_empty(),
+        "no topic created for a pass whose plugins changed under it"
+    );
+    *h.fake.during_list.lock().unwrap() = None;
+    assert!(h.pass().await);
+    let created: Vec<String> = h
+        .fake
+        .created
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
+    assert_eq!(
+        created,
+        vec!["orders".to_string()],
+        "only the new policy's name"
     );
 }
 
