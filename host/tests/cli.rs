@@ -342,6 +342,8 @@ fn javascript_scaffolds_build_and_pass_check() {
 /// it), and the policy answers `plugin test` with its configuration.
 fn scaffolds_build_and_pass_check(lang: &str) {
     let dir = tempfile::tempdir().unwrap();
+    // `plugin build` compiles into it; `plugin test` loads from it.
+    let cache = dir.path().join("cache");
     for role in [
         "replication-policy",
         "topic-filter",
@@ -362,7 +364,7 @@ fn scaffolds_build_and_pass_check(lang: &str) {
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
         let project = dir.path().join(&name);
-        let o = run(&["plugin", "build", project.to_str().unwrap()]);
+        let o = run_with_cache(&cache, &["plugin", "build", project.to_str().unwrap()]);
         assert_eq!(
             o.status.code(),
             Some(0),
@@ -375,6 +377,11 @@ fn scaffolds_build_and_pass_check(lang: &str) {
             "{}",
             stdout(&o)
         );
+        assert!(
+            stdout(&o).contains(&format!("{name}.wasm: compiled in ")),
+            "compiled into the cache: {}",
+            stdout(&o)
+        );
         if role == "replication-policy" {
             let names = dir.path().join("names.txt");
             std::fs::write(
@@ -383,7 +390,7 @@ fn scaffolds_build_and_pass_check(lang: &str) {
             )
             .unwrap();
             let component = project.join(format!("{name}.wasm"));
-            let o = run(&[
+            let o = run_with_cache(&cache, &[
                 "plugin",
                 "test",
                 component.to_str().unwrap(),

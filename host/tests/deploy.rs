@@ -296,3 +296,109 @@ fn the_container_build_is_multi_stage_and_unprivileged() {
         "{volume}"
     );
 }
+
+/// The image compiles its plugins ahead of time (`plugin compile` into a read-only cache
+/// named by `KMIRROR_PRECOMPILED_DIR`): run the Dockerfile's own command on disk, then a
+/// daemon-side load with an empty writable cache (the emptyDir) compiles nothing.
+#[test]
+fn the_image_precompiles_its_plugins_and_a_start_compiles_nothing() {
+    let text = std::fs::read_to_string(repo("Dockerfile")).unwrap();
+    let precompiled = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("ENV "))
+        .flat_map(str::split_whitespace)
+        .find_map(|v| v.strip_prefix("KMIRROR_PRECOMPILED_DIR="))
+        .expect("the image sets KMIRROR_PRECOMPILED_DIR");
+    let joined = text.replace("\\\n", " ");
+    let compile = joined
+        .lines()
+        .find(|l| l.starts_with("RUN kmirror") && l.contains("plugin compile"))
+        .expect("the image runs kmirror plugin compile");
+    assert!(
+        compile.contains(&format!("--cache-dir {precompiled} ")),
+        "it compiles into {precompiled}: {compile}"
+    );
+    let after_user = text.split("USER 10001").nth(1).expect("USER 10001");
+    assert!(
+        after_user.contains("plugin compile"),
+        "compiled as the user that runs kmirror (the cache must be its own)"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("precompiled");
+    let o = kmirror()
+        .arg("--cache-dir")
+        .arg(&image)
+        .args(["plugin", "compile"])
+        .arg(plugins_dir().join("default_policy.wasm"))
+        .arg(plugins_dir().join("regex_filter.wasm"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(out.matches(": compiled in ").count(), 2, "{out}");
+    assert!(out.contains("(replication-policy) -> "), "{out}");
+    assert_eq!(cached_entries(&image), 2);
+    let again = kmirror()
+        .arg("--cache-dir")
+        .arg(&image)
+        .args(["plugin", "compile"])
+        .arg(plugins_dir().join("default_policy.wasm"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains(": already compiled ("),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+
+    let config = dir.path().join("kmirror.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[clusters.primary]\nbootstrap_servers = \"127.0.0.1:1\"\n[clusters.backup]\nbootstrap_servers = \"127.0.0.1:2\"\n[plugins]\ndir = \"{}\"\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\ntopic_filter = {{ plugin = \"regex_filter.wasm\", config = {{ \"topics\" = \"orders.*\" }} }}\nreplication_policy = {{ plugin = \"default_policy.wasm\" }}\n",
+            plugins_dir().display()
+        ),
+    )
+    .unwrap();
+    let volume = dir.path().join("volume/components");
+    let o = kmirror()
+        .env("KMIRROR_CACHE_DIR", &volume)
+        .env("KMIRROR_PRECOMPILED_DIR", &image)
+        .args(["validate", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        cached_entries(&volume),
+        0,
+        "both plugins came from the image: nothing compiled, nothing written"
+    );
+    // Without the image's cache the same start compiles them.
+    let o = kmirror()
+        .env("KMIRROR_CACHE_DIR", &volume)
+        .env_remove("KMIRROR_PRECOMPILED_DIR")
+        .args(["validate", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(cached_entries(&volume), 2);
+}
+
+/// `plugin compile` needs somewhere to write and says so.
+#[test]
+fn plugin_compile_without_a_cache_is_refused() {
+    let o = kmirror()
+        .args(["--no-cache", "plugin", "compile"])
+        .arg(plugins_dir().join("default_policy.wasm"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no cache to compile into"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

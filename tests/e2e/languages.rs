@@ -13,12 +13,15 @@ use support::*;
 
 const T: Duration = Duration::from_secs(120);
 
-/// Builds the reference plugin `plugins/<project>` into `out` and returns its path.
-fn build(project: &str, out: &Path) -> PathBuf {
+/// Builds the reference plugin `plugins/<project>` into `out`, compiled into the compile
+/// cache `cache` (the daemon's), and returns its path.
+fn build(project: &str, out: &Path, cache: &Path) -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../plugins")
         .join(project);
     let (code, stdout, stderr) = kmirror_cli(&[
+        "--cache-dir",
+        cache.to_str().unwrap(),
         "plugin",
         "build",
         source.to_str().unwrap(),
@@ -59,7 +62,7 @@ fn python_and_javascript_policies_mirror_real_topics() {
         ("javascript/prefix-policy", "js_prefix.wasm"),
         ("javascript/regex-filter", "js_filter.wasm"),
     ] {
-        build(project, &plugins.join(file));
+        build(project, &plugins.join(file), &dir.path().join("cache"));
     }
 
     let (primary, backup) = (Broker::start(), Broker::start());

@@ -4,7 +4,7 @@ use super::plugin_test;
 use crate::authoring::build::RustTarget;
 use crate::authoring::scaffold::Lang;
 use crate::authoring::{build, conformance, eval, scaffold};
-use crate::plugin::cache::ComponentCache;
+use crate::plugin::cache::{CacheOutcome, ComponentCache};
 use crate::plugin::{Limits, Plugin, PluginHost, PluginSource, builtin};
 use crate::policy::{Config, PluginError, Role};
 use clap::{Args, Subcommand};
@@ -97,6 +97,16 @@ pub enum PluginCommand {
         #[command(flatten)]
         opts: CallOpts,
     },
+    /// Compile components into the cache ahead of time — for a deployment image, whose
+    /// cache directory is then named by KMIRROR_PRECOMPILED_DIR (read-only) — so a daemon's
+    /// start or reload loads them in milliseconds.
+    Compile {
+        /// The component files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        opts: CallOpts,
+    },
     /// List the native built-ins.
     Builtins,
 }
@@ -135,21 +145,24 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("invalid duration `{s}`: {e}"))
 }
 
-fn open(
-    source: &str,
-    opts: &CallOpts,
-    cache: Option<ComponentCache>,
-) -> Result<(Plugin, Config), String> {
+fn limits(opts: &CallOpts) -> Limits {
     let defaults = Limits::default();
-    let limits = Limits {
+    Limits {
         call_deadline: opts.call_timeout.unwrap_or(defaults.call_deadline),
         memory_bytes: opts
             .memory_limit_mib
             .map_or(defaults.memory_bytes, |m| m << 20),
         compile_timeout: opts.compile_timeout.unwrap_or(defaults.compile_timeout),
         ..defaults
-    };
-    let host = PluginHost::new(limits, cache).map_err(|e| e.to_string())?;
+    }
+}
+
+fn open(
+    source: &str,
+    opts: &CallOpts,
+    cache: Option<ComponentCache>,
+) -> Result<(Plugin, Config), String> {
+    let host = PluginHost::new(limits(opts), cache).map_err(|e| e.to_string())?;
     let plugin = Plugin::open(&host, &PluginSource::parse(source)).map_err(|e| e.to_string())?;
     Ok((plugin, opts.config.iter().cloned().collect()))
 }
@@ -212,6 +225,14 @@ pub fn run(cmd: PluginCommand, cache: Option<ComponentCache>) -> ExitCode {
             Ok(component) => {
                 let size = std::fs::metadata(&component).map_or(0, |m| m.len());
                 println!("built {} ({size} bytes)", component.display());
+                // Compiled into the cache the daemon reads, so its start or reload does not
+                // compile it again; then checked (loaded from there).
+                if cache.is_some() {
+                    let compiled = compile(std::slice::from_ref(&component), &opts, cache.clone());
+                    if compiled != ExitCode::SUCCESS || no_check {
+                        return compiled;
+                    }
+                }
                 if no_check {
                     ExitCode::SUCCESS
                 } else {
@@ -220,6 +241,7 @@ pub fn run(cmd: PluginCommand, cache: Option<ComponentCache>) -> ExitCode {
             }
             Err(e) => fail(FAILED, &e.to_string()),
         },
+        PluginCommand::Compile { files, opts } => compile(&files, &opts, cache),
         PluginCommand::Builtins => {
             for b in &builtin::BUILTINS {
                 println!("{:<32} {:<24} {}", b.name, b.role.to_string(), b.summary);
@@ -232,6 +254,64 @@ pub fn run(cmd: PluginCommand, cache: Option<ComponentCache>) -> ExitCode {
 fn fail(code: u8, message: &str) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::from(code)
+}
+
+/// Compiles `files` into `cache` (its own directory: a precompiled one is neither written
+/// nor counted); exit 2 if there is no cache, or a file cannot be loaded or stored.
+fn compile(files: &[PathBuf], opts: &CallOpts, cache: Option<ComponentCache>) -> ExitCode {
+    let Some(cache) = cache.map(|c| ComponentCache::new(c.dir())) else {
+        return fail(
+            USAGE,
+            "no cache to compile into: --no-cache was given (name one with --cache-dir DIR or KMIRROR_CACHE_DIR)",
+        );
+    };
+    let host = match PluginHost::new(limits(opts), Some(cache.clone())) {
+        Ok(host) => host,
+        Err(e) => return fail(USAGE, &e.to_string()),
+    };
+    let mut code = ExitCode::SUCCESS;
+    for file in files {
+        let started = std::time::Instant::now();
+        let loaded = std::fs::read(file)
+            .map_err(|source| PluginError::Read {
+                path: file.clone(),
+                source,
+            })
+            .and_then(|bytes| {
+                let component = crate::plugin::PluginComponent::from_bytes(&host, file, &bytes)?;
+                Ok((component, ComponentCache::key(host.engine(), &bytes)))
+            });
+        let (component, key) = match loaded {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                eprintln!("error: {e}");
+                code = ExitCode::from(USAGE);
+                continue;
+            }
+        };
+        let entry = cache.entry_path(&key);
+        let roles: Vec<String> = component.roles().iter().map(|r| r.to_string()).collect();
+        let how = match component.cache_outcome() {
+            CacheOutcome::Hit => "already compiled".to_string(),
+            CacheOutcome::Compiled => format!("compiled in {:.2?}", started.elapsed()),
+        };
+        if !entry.is_file() {
+            eprintln!(
+                "error: {}: compiled, but the cache {} could not be written (see the warning above)",
+                file.display(),
+                cache.dir().display()
+            );
+            code = ExitCode::from(USAGE);
+            continue;
+        }
+        println!(
+            "{}: {how} ({}) -> {}",
+            file.display(),
+            roles.join(", "),
+            entry.display()
+        );
+    }
+    code
 }
 
 fn check(file: &str, opts: &CallOpts, cache: Option<ComponentCache>) -> ExitCode {

@@ -47,7 +47,7 @@ pub enum CacheChoice {
 
 impl CacheChoice {
     /// The cache to use, given the configuration's `cache_dir` (already resolved against
-    /// the configuration file's directory).
+    /// the configuration file's directory), reading also `$KMIRROR_PRECOMPILED_DIR`.
     pub fn resolve(&self, configured: Option<PathBuf>) -> Option<ComponentCache> {
         match self {
             CacheChoice::Disabled => None,
@@ -56,14 +56,20 @@ impl CacheChoice {
                 .map(ComponentCache::new)
                 .or_else(ComponentCache::default_location),
         }
+        .map(|c| c.with_precompiled(ComponentCache::precompiled_from_env()))
     }
 }
 
-/// A directory of compiled components.
+/// A directory of compiled components, and optionally a read-only one consulted on a miss
+/// (compiled into a deployment image with `kmirror plugin compile`).
 #[derive(Debug, Clone)]
 pub struct ComponentCache {
     dir: PathBuf,
+    precompiled: Option<PathBuf>,
 }
+
+/// The environment variable naming a read-only directory of precompiled components.
+pub const PRECOMPILED_ENV: &str = "KMIRROR_PRECOMPILED_DIR";
 
 /// Feeds `Hash` output into SHA-256, for a hash that is stable across processes.
 struct ShaHasher(Sha256);
@@ -151,7 +157,29 @@ impl CacheRefused {
 impl ComponentCache {
     /// A cache in `dir` (created, private, on first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        ComponentCache { dir: dir.into() }
+        ComponentCache {
+            dir: dir.into(),
+            precompiled: None,
+        }
+    }
+
+    /// The same cache, also reading (never writing) the entries of the cache directory
+    /// `precompiled` — under that directory's own secret, with the same ownership checks.
+    pub fn with_precompiled(mut self, precompiled: Option<PathBuf>) -> Self {
+        self.precompiled = precompiled.filter(|p| *p != self.dir);
+        self
+    }
+
+    /// `$KMIRROR_PRECOMPILED_DIR`, if set.
+    pub fn precompiled_from_env() -> Option<PathBuf> {
+        std::env::var_os(PRECOMPILED_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    }
+
+    /// The read-only directory of precompiled components, if any.
+    pub fn precompiled(&self) -> Option<&Path> {
+        self.precompiled.as_deref()
     }
 
     /// `$KMIRROR_CACHE_DIR`, else `$XDG_CACHE_HOME/kmirror/components`, else
@@ -229,8 +257,16 @@ impl ComponentCache {
         mac
     }
 
-    /// The artefact stored under `key`, if an authentic one exists.
+    /// The artefact stored under `key`, if an authentic one exists here or in the
+    /// precompiled directory.
     pub(crate) fn read(&self, key: &str) -> Option<Vec<u8>> {
+        self.read_own(key).or_else(|| {
+            let precompiled = ComponentCache::new(self.precompiled.as_ref()?);
+            precompiled.read_own(key)
+        })
+    }
+
+    fn read_own(&self, key: &str) -> Option<Vec<u8>> {
         let secret = match self.secret(false) {
             Ok(Some(s)) => s,
             Ok(None) => return None,
@@ -434,6 +470,26 @@ mod tests {
         // Short entries: refused.
         std::fs::write(cache.entry_path("c"), b"short").unwrap();
         assert!(cache.read("c").is_none());
+    }
+
+    #[test]
+    fn a_precompiled_directory_is_read_on_a_miss_and_never_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let image = ComponentCache::new(dir.path().join("image"));
+        image.write("a", b"artefact of a");
+        let cache = ComponentCache::new(dir.path().join("run"))
+            .with_precompiled(Some(dir.path().join("image")));
+        assert_eq!(cache.read("a").as_deref(), Some(&b"artefact of a"[..]));
+        cache.write("b", b"artefact of b");
+        assert!(image.read("b").is_none(), "written to the cache, not the image");
+        assert_eq!(cache.read("b").as_deref(), Some(&b"artefact of b"[..]));
+        // An entry of the image under the running cache's name is not authentic there:
+        // each directory's entries are checked with its own secret.
+        std::fs::copy(image.entry_path("a"), cache.entry_path("c")).unwrap();
+        assert!(ComponentCache::new(dir.path().join("run")).read("c").is_none());
+        // Its own entry wins over the image's.
+        cache.write("a", b"recompiled a");
+        assert_eq!(cache.read("a").as_deref(), Some(&b"recompiled a"[..]));
     }
 
     #[cfg(unix)]

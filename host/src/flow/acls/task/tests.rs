@@ -453,6 +453,9 @@ async fn a_failed_deletion_or_listing_is_counted_and_retried() {
     h.routes
         .send_replace([("orders".to_string(), Route::new("primary.orders", 1))].into());
     let stale = acl("primary.orders", "User:bob", AclOperation::Read);
+    // The source lists a binding of a topic the flow does not mirror (an empty listing
+    // deletes nothing).
+    h.source(vec![acl("unmirrored", "User:carol", AclOperation::Read)]);
     h.fake.target.lock().unwrap().push(stale.clone());
     *h.fake.fail_deletes.lock().unwrap() = 1;
     assert_eq!(h.sync.pass().await, Outcome::Failed);
