@@ -15,9 +15,11 @@
 //! `scripts/bench.sh mirror` (or `cargo bench -p kmirror --bench mirror`; `RECORDS=n` per
 //! size, default 300000; `REPS=n`).
 
+mod common;
 #[path = "../../tests/e2e/support/mod.rs"]
 mod support;
 
+use common::{Run, median, now_s};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -25,52 +27,14 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::{Offset, TopicPartitionList};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use support::{Broker, Client, free_addr, http_get};
+use std::time::{Duration, Instant};
+use support::{Broker, Client};
 
 const TOPICS: usize = 3;
 const PARTITIONS: i32 = 4;
 
-fn now_s() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
 fn topic(size: usize, t: usize) -> String {
     format!("bench-{size}-{t}")
-}
-
-/// (utime + stime in seconds, peak RSS in MiB) of a running process.
-fn usage(pid: u32) -> (f64, f64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let cpu = fields.get(11..13).map_or(0.0, |f| {
-        f.iter().filter_map(|v| v.parse::<f64>().ok()).sum::<f64>() / ticks
-    });
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .map_or(0.0, |k| k / 1024.0);
-    (cpu, rss)
-}
-
-/// A finished run: wall seconds from process start, steady-state seconds, CPU, RSS.
-#[derive(Debug, Clone, Copy)]
-struct Run {
-    total: f64,
-    steady: f64,
-    cpu: f64,
-    rss: f64,
 }
 
 /// The bare loop, run as `mirror --bare SRC DST SIZE COUNT`: copies every partition of the
@@ -248,98 +212,20 @@ fn run_pipe(src: &str, size: usize, counts: &[Vec<usize>]) -> Run {
 }
 
 fn run_kmirror(src: &str, size: usize, n: usize, rep: usize) -> Run {
-    let dst = Broker::start();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let status = free_addr();
-    let alias = format!("src{rep}");
-    let plugins = support::plugins_dir();
-    let config = dir.path().join("kmirror.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[status]\nlisten = \"{status}\"\n[clusters.{alias}]\nbootstrap_servers = \"{src}\"\n[clusters.backup]\nbootstrap_servers = \"{}\"\n[plugins]\ndir = \"{}\"\ncache_dir = \"{}\"\n[[flows]]\nsource = \"{alias}\"\ntarget = \"backup\"\nreplication_factor = 1\nrefresh_topics_interval = \"1s\"\nemit_heartbeats_enabled = false\ntopic_filter = {{ plugin = \"regex_filter.wasm\", config = {{ \"topics\" = \"bench-{size}-.*\" }} }}\nreplication_policy = {{ plugin = \"default_policy.wasm\" }}\n{}",
-            dst.addr,
-            plugins.display(),
-            dir.path().join("cache").display(),
-            std::env::var("TASKS").map(|t| format!("replication_tasks = {t}\n")).unwrap_or_default(),
-        ),
+    let cache = tempfile::tempdir().expect("tempdir");
+    let profile = std::env::var("PERF_OUT")
+        .ok()
+        .map(|out| format!("{out}.{size}.{rep}"));
+    common::run_kmirror(
+        src,
+        &format!("bench-{size}-.*"),
+        n,
+        rep,
+        &support::plugins_dir(),
+        cache.path(),
+        "",
+        profile,
     )
-    .expect("config");
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kmirror"))
-        .args(["run", "--config"])
-        .arg(&config)
-        .env(
-            "KMIRROR_LOG",
-            std::env::var("KMIRROR_LOG").unwrap_or("warn".into()),
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("kmirror");
-    // PERF_OUT=file: a CPU profile of kmirror during the run (perf, from Debian's linux-perf).
-    let perf = std::env::var("PERF_OUT").ok().map(|out| {
-        Command::new("perf")
-            .args([
-                "record",
-                "-F",
-                "999",
-                "-g",
-                "-o",
-                &format!("{out}.{size}.{rep}"),
-                "-p",
-            ])
-            .arg(child.id().to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("perf")
-    });
-    let records = || {
-        http_get(&status, "/status")
-            .and_then(|(_, s)| s["flows"][0]["records"].as_u64())
-            .unwrap_or(0) as usize
-    };
-    // Steady state: from the first tenth of the records to the last.
-    let mut first = None;
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let mut sample;
-    loop {
-        let done = records();
-        if done >= n / 10 {
-            first.get_or_insert_with(Instant::now);
-        }
-        sample = usage(child.id());
-        if done >= n {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "kmirror copied only {done} of {n}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let total = started.elapsed().as_secs_f64();
-    let steady = first.map_or(total, |f| f.elapsed().as_secs_f64() / 0.9);
-    if let Some(mut perf) = perf {
-        // SAFETY: signalling our own child; perf writes its file on SIGINT.
-        unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
-        let _ = perf.wait();
-    }
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let _ = child.wait();
-    Run {
-        total,
-        steady: steady.max(1e-3),
-        cpu: sample.0,
-        rss: sample.1,
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 struct Summary {

@@ -35,6 +35,14 @@ struct PartitionLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TransformLabel {
+    flow: String,
+    position: usize,
+    transform: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MemberLabel {
     flow: String,
     member: u32,
@@ -261,6 +269,7 @@ pub fn render(telemetry: &Telemetry) -> String {
         ),
     ];
     let lag = Family::<PartitionLabel, Gauge>::default();
+    let transformed = Family::<TransformLabel, PromCounter>::default();
     let rebalances = Family::<FlowLabel, PromCounter>::default();
     let generation = Family::<MemberLabel, Gauge>::default();
     let families: Vec<Family<FlowLabel, Gauge>> =
@@ -300,6 +309,23 @@ pub fn render(telemetry: &Telemetry) -> String {
                     .set(i64::from(g));
             }
         }
+        for t in &status.transforms {
+            for (outcome, n) in [
+                ("kept", t.kept),
+                ("dropped", t.dropped),
+                ("rewritten", t.rewritten),
+                ("failed", t.failed),
+            ] {
+                transformed
+                    .get_or_create(&TransformLabel {
+                        flow: f.flow.clone(),
+                        position: t.position,
+                        transform: t.name.clone(),
+                        outcome,
+                    })
+                    .inc_by(n);
+            }
+        }
         for (topic, partitions) in &status.partitions {
             for (p, s) in partitions {
                 if let Some(l) = s.lag {
@@ -325,6 +351,11 @@ pub fn render(telemetry: &Telemetry) -> String {
         "group_generation",
         "The consumer-group generation each replication task of this instance last joined",
         generation,
+    );
+    registry.register(
+        "transform_records",
+        "Records through each record transform of a flow's chain (position 0 first), by outcome: kept, dropped, rewritten, failed",
+        transformed,
     );
     registry.register(
         "partition_lag_records",

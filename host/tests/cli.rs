@@ -153,6 +153,9 @@ fn check_passes_every_reference_plugin() {
         "regex_filter",
         "default_config_filter",
         "prod_prefix",
+        "drop_by_header",
+        "header_strip",
+        "json_mask",
     ] {
         for path in both_kinds(name) {
             let o = run(&["plugin", "check", path.to_str().unwrap()]);
@@ -173,9 +176,77 @@ fn check_passes_every_reference_plugin() {
         "default-topic-filter",
         "default-group-filter",
         "default-config-property-filter",
+        "keep-all",
     ] {
         let o = run(&["plugin", "check", &format!("builtin:{b}")]);
         assert_eq!(o.status.code(), Some(0), "{b}: {}", stdout(&o));
+    }
+}
+
+/// The reference transforms with their documented configurations pass the checks, answer
+/// `plugin eval` and `plugin test` as documented, and a transform that traps, answers one
+/// outcome short or too much fails the checks naming the case.
+#[test]
+fn record_transforms_are_checked_evaluated_and_tested() {
+    for (name, config) in [
+        ("drop_by_header", vec!["header=internal", "value=true"]),
+        ("header_strip", vec!["pattern=trace.*"]),
+        ("json_mask", vec!["fields=card.number,email", "mask=#"]),
+    ] {
+        for path in both_kinds(name) {
+            let mut args = vec!["plugin", "check", path.to_str().unwrap()];
+            for c in &config {
+                args.extend(["--config", c]);
+            }
+            let o = run(&args);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{name}: {}{}",
+                stdout(&o),
+                stderr(&o)
+            );
+            assert!(
+                stdout(&o).contains("roles: record-transform"),
+                "{}",
+                stdout(&o)
+            );
+        }
+    }
+    let mask = both_kinds("json_mask")[0].clone();
+    let o = run(&[
+        "plugin",
+        "eval",
+        mask.to_str().unwrap(),
+        "transform",
+        r#"{"value": "{\"email\": \"a@b\", \"n\": 1}"}"#,
+        r#"{"value": "not json"}"#,
+        "--config",
+        "fields=email",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(out[0]["outcome"], "rewrite", "{out}");
+    assert_eq!(out[0]["value"], r#"{"email": "***", "n": 1}"#, "{out}");
+    assert_eq!(out[1]["outcome"], "keep", "{out}");
+
+    let bad = both_kinds("test_bad_transform")[1].clone();
+    for (mode, why) in [
+        ("trap-on", "trap"),
+        ("short", "7 outcomes for 8 records"),
+        ("huge", "rewritten to 9437184 bytes"),
+    ] {
+        let o = run(&[
+            "plugin",
+            "check",
+            bad.to_str().unwrap(),
+            "--config",
+            &format!("mode={mode}"),
+            "--config",
+            "needle=plain text",
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{mode}: {}", stdout(&o));
+        assert!(stdout(&o).contains(why), "{mode}: {}", stdout(&o));
     }
 }
 
@@ -271,6 +342,7 @@ fn new_scaffolds_rust_plugins_that_build_and_pass_check() {
         ("my-topics", "topic-filter", "wasm32-unknown-unknown"),
         ("my-groups", "group-filter", "wasm32-wasip2"),
         ("my-configs", "config-property-filter", "wasm32-wasip2"),
+        ("my-transform", "record-transform", "wasm32-unknown-unknown"),
     ] {
         let o = kmirror(&[
             "plugin",
@@ -349,6 +421,7 @@ fn scaffolds_build_and_pass_check(lang: &str) {
         "topic-filter",
         "group-filter",
         "config-property-filter",
+        "record-transform",
     ] {
         let name = format!("{}-{role}", &lang[..2]);
         let o = run(&[
@@ -390,22 +463,53 @@ fn scaffolds_build_and_pass_check(lang: &str) {
             )
             .unwrap();
             let component = project.join(format!("{name}.wasm"));
-            let o = run_with_cache(&cache, &[
-                "plugin",
-                "test",
-                component.to_str().unwrap(),
-                "--input",
-                names.to_str().unwrap(),
-                "--config",
-                "prefix=dr-",
-                "--json",
-            ]);
+            let o = run_with_cache(
+                &cache,
+                &[
+                    "plugin",
+                    "test",
+                    component.to_str().unwrap(),
+                    "--input",
+                    names.to_str().unwrap(),
+                    "--config",
+                    "prefix=dr-",
+                    "--json",
+                ],
+            );
             assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
             let rows: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
             assert_eq!(rows[0]["target"], "dr-primary.orders", "{rows}");
             assert_eq!(rows[1]["decision"], "mirror", "{rows}");
             assert_eq!(rows[2]["decision"], "skip: internal", "{rows}");
             assert_eq!(rows.as_array().unwrap().len(), 3);
+        }
+        if role == "record-transform" {
+            // The scaffold drops the records carrying the configured header.
+            let records = dir.path().join("records.jsonl");
+            std::fs::write(
+                &records,
+                "{\"offset\": 0, \"value\": \"a\", \"headers\": [[\"internal\", \"1\"]]}\n{\"offset\": 1, \"value\": \"b\"}\n",
+            )
+            .unwrap();
+            let component = project.join(format!("{name}.wasm"));
+            let o = run_with_cache(
+                &cache,
+                &[
+                    "plugin",
+                    "test",
+                    component.to_str().unwrap(),
+                    "--input",
+                    records.to_str().unwrap(),
+                    "--config",
+                    "header=internal",
+                    "--json",
+                ],
+            );
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+            let rows: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+            assert_eq!(rows[0]["outcome"], "drop", "{rows}");
+            assert_eq!(rows[1]["outcome"], "keep", "{rows}");
+            assert_eq!(rows[1]["value"], "b", "{rows}");
         }
     }
 }

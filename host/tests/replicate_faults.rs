@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+mod common;
+
 const SYNCS: &str = "mm2-offset-syncs.backup.internal";
 
 fn cluster(alias: &str, servers: String) -> Cluster {
@@ -145,6 +147,17 @@ fn start_routed(
     target_props: &[(&str, &str)],
     assignment: Routes,
 ) -> Running {
+    start_transformed(source, target, settings, target_props, assignment, None)
+}
+
+fn start_transformed(
+    source: &MockCluster<'static, DefaultProducerContext>,
+    target: &MockCluster<'static, DefaultProducerContext>,
+    settings: ReplicatorSettings,
+    target_props: &[(&str, &str)],
+    assignment: Routes,
+    roles: Option<replication::ChainSource>,
+) -> Running {
     let (src, tgt) = (
         cluster("primary", source.bootstrap_servers()),
         cluster_with("backup", target.bootstrap_servers(), target_props),
@@ -156,7 +169,10 @@ fn start_routed(
     let t = telemetry.clone();
     let (rejoin_tx, rejoin) = watch::channel(0u64);
     let task = tokio::spawn(async move {
-        let shared = replication::TaskShared::new(Duration::from_secs(6), rejoin);
+        let mut shared = replication::TaskShared::new(Duration::from_secs(6), rejoin);
+        if let Some(roles) = roles {
+            shared = shared.with_roles(roles);
+        }
         replication::run([src.clone(), tgt, src], settings, rx, stop, t, shared).await
     });
     Running {
@@ -971,4 +987,115 @@ async fn a_paused_partition_assigned_again_fetches_again() {
     .await;
     running.shutdown.cancel();
     running.task.await.expect("join").expect("a clean stop");
+}
+
+/// The built-in roles with `test_bad_transform.wasm` (trapping on the record `id-1000`, the
+/// 501st of partition 0) as the record-transform chain.
+fn trapping_chain() -> replication::ChainSource {
+    use kmirror::plugin::{Plugin, PluginHost, PluginSource};
+    use kmirror::policy::{ChainLink, Config};
+    let host = PluginHost::new(Default::default(), None).expect("host");
+    let path = common::plugins_dir().join("test_bad_transform.wasm");
+    let plugin = Plugin::open(&host, &PluginSource::File(path)).expect("component");
+    let config: Config = [("mode", "trap-on"), ("needle", "id-1000")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let builtin =
+        |name: &str| Plugin::open(&host, &PluginSource::Builtin(name.into())).expect("built-in");
+    let none = Config::new();
+    let roles = Arc::new(kmirror::policy::FlowRoles {
+        topic_filter: builtin("default-topic-filter")
+            .topic_filter(&none)
+            .expect("filter"),
+        group_filter: builtin("default-group-filter")
+            .group_filter(&none)
+            .expect("filter"),
+        replication_policy: builtin("default-policy")
+            .replication_policy(&none)
+            .expect("policy"),
+        config_property_filter: builtin("default-config-property-filter")
+            .config_property_filter(&none)
+            .expect("filter"),
+        record_transforms: vec![ChainLink {
+            name: "test_bad_transform.wasm".into(),
+            transform: plugin.record_transform(&config).expect("configured"),
+        }],
+    });
+    Arc::new(move || roles.clone())
+}
+
+/// A transform that traps on one record: with `pause` its partition stops exactly there
+/// (reported, its progress stored up to it) while the other partition goes on; with `skip`
+/// the record is left out, counted, and everything else is mirrored once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transform_failing_on_a_record_pauses_its_partition_there_or_skips_it() {
+    for on_error in [OnUnproducible::Pause, OnUnproducible::Skip] {
+        let (source, target) = mocks();
+        let servers = source.bootstrap_servers();
+        tokio::task::spawn_blocking(move || produce(&servers, "orders", 0..2000))
+            .await
+            .expect("produce");
+        let settings = ReplicatorSettings {
+            on_transform_error: on_error,
+            ..settings()
+        };
+        let routes: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
+        let running = start_transformed(
+            &source,
+            &target,
+            settings,
+            &[],
+            routes,
+            Some(trapping_chain()),
+        );
+        let skip = on_error == OnUnproducible::Skip;
+        let t = target.bootstrap_servers();
+        let expected = if skip { 1999 } else { 1500 };
+        let seen = tokio::task::spawn_blocking(move || {
+            count_ids(&t, "primary.orders", expected, Duration::from_secs(60))
+        })
+        .await
+        .expect("read");
+        for i in 0..2000 {
+            let want = usize::from(if skip {
+                i != 1000
+            } else {
+                i % 2 == 1 || i < 1000
+            });
+            let got = seen.get(&format!("id-{i}")).copied().unwrap_or(0);
+            assert_eq!(got, want, "{on_error:?}: id-{i}");
+        }
+        let status = running.telemetry.status();
+        assert_eq!(status.transforms[0].failed, 1, "{:?}", status.transforms);
+        if skip {
+            assert_eq!(
+                running.telemetry.count(Counter::TransformFailuresSkipped),
+                1
+            );
+            assert!(paused(&running.telemetry).is_none());
+        } else {
+            let (partition, offset, reason) = paused(&running.telemetry).expect("paused");
+            assert_eq!((partition, offset), (0, 500));
+            assert!(
+                reason.contains("test_bad_transform.wasm") && reason.contains("trapped"),
+                "{reason}"
+            );
+            assert_eq!(running.telemetry.count(Counter::TransformFailuresPaused), 1);
+        }
+        running.shutdown.cancel();
+        running.task.await.expect("join").expect("a clean stop");
+        let committed = committed_progress(&source.bootstrap_servers());
+        let stopped_at = if skip { 1000 } else { 500 };
+        assert_eq!(
+            committed.get(&0),
+            Some(&stopped_at),
+            "{on_error:?}: {committed:?}"
+        );
+        assert_eq!(
+            committed.get(&1),
+            Some(&1000),
+            "{on_error:?}: {committed:?}"
+        );
+    }
 }

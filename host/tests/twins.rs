@@ -98,7 +98,7 @@ fn filter(plugin: Plugin, role: Role, config: &Config) -> Arc<Filter> {
                     .collect()
             })
         }
-        Role::ReplicationPolicy => unreachable!("not a filter"),
+        Role::ReplicationPolicy | Role::RecordTransform => unreachable!("not a filter"),
     }
 }
 

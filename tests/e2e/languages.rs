@@ -1,9 +1,10 @@
-//! End to end: policies written in Python and JavaScript. The reference plugins of
-//! `plugins/python` and `plugins/javascript` are built by `kmirror plugin build` (which runs
-//! componentize-py / componentize-js, then the `plugin check` suite on the result), and a
-//! running daemon mirrors real topics through them: one flow named by the Python prefix
-//! policy and filtered by the JavaScript regex filter, the reverse flow the other way
-//! round. Records are checked on the target by an independent client.
+//! End to end: policies and record transforms written in Python and JavaScript. The
+//! reference plugins of `plugins/python` and `plugins/javascript` are built by `kmirror
+//! plugin build` (which runs componentize-py / componentize-js, then the `plugin check` suite
+//! on the result), and a running daemon mirrors real topics through them: one flow named by
+//! the Python prefix policy, filtered by the JavaScript regex filter, its records passed
+//! through the JavaScript drop-by-header and the Python json-mask transforms; the reverse flow
+//! the other way round. Records are checked on the target by an independent client.
 
 mod support;
 
@@ -61,6 +62,8 @@ fn python_and_javascript_policies_mirror_real_topics() {
         ("python/regex-filter", "py_filter.wasm"),
         ("javascript/prefix-policy", "js_prefix.wasm"),
         ("javascript/regex-filter", "js_filter.wasm"),
+        ("python/json-mask", "py_mask.wasm"),
+        ("javascript/drop-by-header", "js_drop.wasm"),
     ] {
         build(project, &plugins.join(file), &dir.path().join("cache"));
     }
@@ -72,6 +75,24 @@ fn python_and_javascript_policies_mirror_real_topics() {
     dst.create_topic("local-events", 1);
     dst.create_topic("skip-me", 1);
     produce(&src, "keep-orders", 2, 20);
+    // JSON records for the transforms: every third tagged internal.
+    for i in 0..9 {
+        let v = format!(r#"{{"n": {i}, "email": "u{i}@example.com"}}"#);
+        let tag: &[(&str, &[u8])] = if i % 3 == 0 {
+            &[("internal", b"yes")]
+        } else {
+            &[]
+        };
+        src.produce(
+            "keep-orders",
+            0,
+            b"json",
+            v.as_bytes(),
+            tag,
+            1_700_000_100_000 + i,
+        );
+    }
+    src.flush();
     produce(&src, "other", 1, 5);
     produce(&dst, "local-events", 1, 10);
     produce(&dst, "skip-me", 1, 5);
@@ -92,13 +113,16 @@ topic_filter = {{ plugin = "{filter}", config = {{ topics = "{topics}" }} }}"#
             ),
         )
     };
-    let forward = flows(
-        "primary",
-        "backup",
-        "py_prefix.wasm",
-        "py-",
-        "js_filter.wasm",
-        "keep.*",
+    let forward = format!(
+        "{}record_transforms = [{{ plugin = \"js_drop.wasm\", config = {{ header = \"internal\" }} }}, {{ plugin = \"py_mask.wasm\", config = {{ fields = \"email\" }} }}]\n",
+        flows(
+            "primary",
+            "backup",
+            "py_prefix.wasm",
+            "py-",
+            "js_filter.wasm",
+            "keep.*",
+        )
     );
     let reverse = flows(
         "backup",
@@ -121,8 +145,26 @@ topic_filter = {{ plugin = "{filter}", config = {{ topics = "{topics}" }} }}"#
 
     let k = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
     // Named by the Python policy, chosen by the JavaScript filter.
-    let forward = dst.read_all("py-primary.keep-orders", 2, 20, T);
-    assert_eq!(count_values(&forward).len(), 20, "log:\n{}", k.logs());
+    let forward = dst.read_all("py-primary.keep-orders", 2, 26, T);
+    assert_eq!(forward.len(), 26, "log:\n{}", k.logs());
+    // Through the JavaScript drop-by-header and the Python json-mask: the six untagged
+    // JSON records, masked; the plain ones (not JSON) unchanged.
+    let masked: Vec<serde_json::Value> = forward
+        .iter()
+        .filter(|r| r.key.as_deref() == Some(b"json"))
+        .map(|r| serde_json::from_slice(r.value.as_deref().unwrap_or_default()).expect("JSON"))
+        .collect();
+    let mut ns: Vec<u64> = masked.iter().filter_map(|v| v["n"].as_u64()).collect();
+    ns.sort();
+    assert_eq!(ns, [1, 2, 4, 5, 7, 8], "{masked:?}");
+    assert!(masked.iter().all(|v| v["email"] == "***"), "{masked:?}");
+    assert_eq!(
+        count_values(&forward)
+            .keys()
+            .filter(|v| v.starts_with("keep-orders-"))
+            .count(),
+        20
+    );
     // Named by the JavaScript policy, chosen by the Python filter.
     let reverse = src.read_all("js-backup.local-events", 1, 10, T);
     assert_eq!(count_values(&reverse).len(), 10, "log:\n{}", k.logs());
@@ -151,6 +193,8 @@ topic_filter = {{ plugin = "{filter}", config = {{ topics = "{topics}" }} }}"#
         "py_filter.wasm",
         "js_prefix.wasm",
         "js_filter.wasm",
+        "py_mask.wasm",
+        "js_drop.wasm",
     ] {
         let name = plugins.join(file).display().to_string();
         let entry = s["plugins"]

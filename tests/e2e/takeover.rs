@@ -226,28 +226,3 @@ session_timeout = "6s"
         "forced: seeded again"
     );
 }
-
-/// The last checkpoint per (group, topic, partition): (upstream, downstream).
-fn checkpoints(addr: &str) -> std::collections::BTreeMap<(String, String, i32), (i64, i64)> {
-    let c = Client::new(addr);
-    let mut out = std::collections::BTreeMap::new();
-    for r in c.read_all("primary.checkpoints.internal", 1, 1, Duration::from_secs(3)) {
-        let (Some(k), Some(v)) = (r.key, r.value) else {
-            continue;
-        };
-        let s = |b: &[u8], at: usize| -> (String, usize) {
-            let n = i16::from_be_bytes([b[at], b[at + 1]]) as usize;
-            (
-                String::from_utf8_lossy(&b[at + 2..at + 2 + n]).into_owned(),
-                at + 2 + n,
-            )
-        };
-        let (group, at) = s(&k, 0);
-        let (topic, at) = s(&k, at);
-        let partition = i32::from_be_bytes(k[at..at + 4].try_into().expect("partition"));
-        let up = i64::from_be_bytes(v[2..10].try_into().expect("up"));
-        let down = i64::from_be_bytes(v[10..18].try_into().expect("down"));
-        out.insert((group, topic, partition), (up, down));
-    }
-    out
-}

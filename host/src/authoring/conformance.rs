@@ -5,7 +5,7 @@
 //! `upstream-topic(format-remote-topic(a, t)) == t` and `topic-source(...) == a` (an
 //! identity policy by its own rule), `original-topic` across hops, internal names
 //! recognised, determinism and batch-equals-single. Filters: determinism and
-//! batch-equals-single.
+//! batch-equals-single. Record transforms: see [`transform`].
 
 use crate::plugin::Plugin;
 use crate::policy::{
@@ -179,6 +179,7 @@ pub fn check_roles(plugin: &Plugin, roles: &[(Role, Config)]) -> Result<Report, 
             Role::ConfigPropertyFilter => {
                 run.config_filter(&*plugin.config_property_filter(config)?)
             }
+            Role::RecordTransform => run.transform(&*plugin.record_transform(config)?),
         }
     }
     Ok(Report {
@@ -440,3 +441,4 @@ impl Run {
 
 #[cfg(test)]
 mod tests;
+mod transform;

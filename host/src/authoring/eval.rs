@@ -1,5 +1,6 @@
 //! `kmirror plugin eval`: call one WIT function by name and render its result as JSON.
 
+use super::records;
 use crate::plugin::Plugin;
 use crate::policy::{Config, PluginError, Role};
 use serde_json::{Value, json};
@@ -13,7 +14,7 @@ enum Arity {
 }
 
 /// Every callable WIT function, its role and arity (`configure` is driven by `--config`).
-const FUNCTIONS: [(&str, Role, Arity, &str); 18] = [
+const FUNCTIONS: [(&str, Role, Arity, &str); 19] = [
     (
         "should-replicate-topic",
         Role::TopicFilter,
@@ -122,6 +123,12 @@ const FUNCTIONS: [(&str, Role, Arity, &str); 18] = [
         Arity::Exactly(1),
         "NAME",
     ),
+    (
+        "transform",
+        Role::RecordTransform,
+        Arity::AtLeast(0),
+        "RECORD-JSON...",
+    ),
 ];
 
 /// Why an eval could not run.
@@ -144,6 +151,12 @@ pub enum EvalError {
         usage: String,
         /// How many were given.
         got: usize,
+    },
+    /// A record argument is not a JSON record.
+    #[error("transform takes JSON records: {message}")]
+    Record {
+        /// What is wrong.
+        message: String,
     },
     /// Loading, configuring or calling the plugin failed.
     #[error(transparent)]
@@ -212,6 +225,22 @@ pub fn eval(
                 }
                 _ => json!(f.should_replicate_source_default(a(0))?),
             }
+        }
+        Role::RecordTransform => {
+            let t = plugin.record_transform(config)?;
+            let records = args
+                .iter()
+                .enumerate()
+                .map(|(i, a)| records::parse(a, i as i64))
+                .collect::<Result<Vec<_>, String>>()
+                .map_err(|message| EvalError::Record { message })?;
+            let views: Vec<_> = records.iter().map(records::OwnedRecord::view).collect();
+            let outcomes = t.transform(&views)?;
+            records
+                .iter()
+                .zip(&outcomes)
+                .map(|(r, o)| records::outcome_json(r, o))
+                .collect()
         }
         Role::ReplicationPolicy => {
             let p = plugin.replication_policy(config)?;

@@ -10,5 +10,6 @@
 pub mod build;
 pub mod conformance;
 pub mod eval;
+pub mod records;
 pub mod scaffold;
 pub mod sdk;

@@ -201,6 +201,14 @@ fn lang_source(name: &str, role: Role, lang: Lang) -> (&'static str, String) {
             "NAME",
             include_str!("templates/python/config_property_filter.py.tmpl"),
         ),
+        (Lang::Python, Role::RecordTransform) => (
+            "drop-by-header",
+            include_str!("../../../plugins/python/drop-by-header/app.py"),
+        ),
+        (_, Role::RecordTransform) => (
+            "drop-by-header",
+            include_str!("../../../plugins/javascript/drop-by-header/plugin.js"),
+        ),
         (_, Role::ReplicationPolicy) => (
             "prefix-policy",
             include_str!("../../../plugins/javascript/prefix-policy/plugin.js"),
@@ -232,6 +240,7 @@ fn rust_lib(name: &str, ty: &str, role: Role) -> String {
         Role::TopicFilter => include_str!("templates/rust/topic_filter.rs.tmpl"),
         Role::GroupFilter => include_str!("templates/rust/group_filter.rs.tmpl"),
         Role::ConfigPropertyFilter => include_str!("templates/rust/config_property_filter.rs.tmpl"),
+        Role::RecordTransform => include_str!("templates/rust/record_transform.rs.tmpl"),
     };
     format!(
         "//! {name}: a kmirror {role} plugin.\n{}",

@@ -79,6 +79,10 @@ pub fn rust_sdk() -> Vec<(&'static str, String)> {
             "vendor/kmirror-plugin-sdk/src/__private.rs",
             include_str!("../../../plugins/sdk/src/__private.rs").into(),
         ),
+        (
+            "vendor/kmirror-plugin-sdk/src/transform.rs",
+            include_str!("../../../plugins/sdk/src/transform.rs").into(),
+        ),
     ]
 }
 

@@ -1,9 +1,11 @@
 //! `kmirror plugin test FILE --input names.txt`: one role of a plugin evaluated over a file
-//! of names, as a table or JSON — what a policy review looks at. A replication policy's
+//! of names (for a record transform: of JSON records, one per line, see
+//! [`crate::authoring::records`]), as a table or JSON — what a policy review looks at. A replication policy's
 //! rows show MM2's decision for each name as a source topic (mirrored as what, or skipped
 //! as internal or as a cycle), and how it reads the name as a remote topic.
 
 use super::table;
+use crate::authoring::records;
 use crate::flow::discovery::rules::{Decision, SkipReason, decide};
 use crate::plugin::Plugin;
 use crate::policy::{Config, PluginError, Role};
@@ -69,6 +71,36 @@ pub fn evaluate(
                 })
                 .collect()
         }
+        Role::RecordTransform => {
+            // Each line a JSON record: one batch, as the data plane calls it.
+            let t = plugin.record_transform(config)?;
+            let mut rows = Vec::new();
+            let mut records = Vec::new();
+            for (i, line) in names.iter().enumerate() {
+                match records::parse(line, i as i64) {
+                    Ok(r) => records.push(r),
+                    Err(e) => rows.push(json!({ "name": format!("line {}", i + 1), "error": err(PluginError::Output { plugin: plugin.name(), function: "transform", message: e }) })),
+                }
+            }
+            let views: Vec<_> = records.iter().map(records::OwnedRecord::view).collect();
+            match t.transform(&views) {
+                Ok(outcomes) => rows.extend(
+                    records
+                        .iter()
+                        .zip(&outcomes)
+                        .map(|(r, o)| records::outcome_json(r, o)),
+                ),
+                Err(e) => {
+                    let e = err(e);
+                    rows.extend(
+                        records
+                            .iter()
+                            .map(|r| json!({ "name": r.name(), "error": e })),
+                    );
+                }
+            }
+            rows
+        }
         Role::ReplicationPolicy => {
             let p = plugin.replication_policy(config)?;
             names
@@ -108,7 +140,13 @@ pub fn table(rows: &[Value]) -> String {
         .map(|o| o.keys().cloned().collect())
         .unwrap_or_default();
     // serde_json's map keeps keys sorted; the name goes first.
-    let mut columns: Vec<String> = columns.into_iter().filter(|c| c != "name").collect();
+    let mut columns: Vec<String> = columns
+        .into_iter()
+        .filter(|c| c != "name" && c != "outcome")
+        .collect();
+    if rows.iter().any(|r| r.get("outcome").is_some()) {
+        columns.insert(0, "outcome".into());
+    }
     columns.insert(0, "name".into());
     let cell = |row: &Value, c: &str| match &row[c] {
         Value::Null => "-".to_string(),

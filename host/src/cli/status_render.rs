@@ -214,6 +214,36 @@ fn render_flow(out: &mut String, flow: &Value, now_ms: i64) {
         })
         .collect();
     let _ = writeln!(out, "  {}", counters.join(", "));
+    let transforms = flow["transforms"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if !transforms.is_empty() {
+        let mut rows = vec![cells([
+            "TRANSFORM",
+            "KEPT",
+            "DROPPED",
+            "REWRITTEN",
+            "FAILED",
+            "BATCH-FAILURES",
+        ])];
+        for t in transforms {
+            rows.push(vec![
+                format!(
+                    "{} {}",
+                    num(&t["position"]),
+                    t["name"].as_str().unwrap_or("?")
+                ),
+                num(&t["kept"]),
+                num(&t["dropped"]),
+                num(&t["rewritten"]),
+                num(&t["failed"]),
+                num(&t["batch_failures"]),
+            ]);
+        }
+        out.push('\n');
+        write_table(out, "  ", &rows);
+    }
     if let Some(acl) = flow["last_acl_sync"].as_object() {
         let state = if acl.get("disabled").and_then(Value::as_bool) == Some(true) {
             "off (the target serves no ACLs)".to_string()
@@ -607,6 +637,32 @@ mod tests {
         assert!(
             text.contains("  last acl sync 1.0s ago: off (the target serves no ACLs)\n"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn the_transform_chain_shows_what_each_link_did() {
+        let mut json = fixture();
+        json["flows"][0]["transforms"] = json!([
+            { "position": 0, "name": "drop_by_header.wasm", "kept": 90, "dropped": 10,
+              "rewritten": 0, "failed": 0, "batch_failures": 0 },
+            { "position": 1, "name": "json_mask.wasm", "kept": 40, "dropped": 0,
+              "rewritten": 50, "failed": 1, "batch_failures": 1 },
+        ]);
+        let (text, _) = render(&json, NOW);
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with("TRANSFORM"))
+            .expect(&text);
+        let cols = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            cols(lines[header + 1]),
+            ["0", "drop_by_header.wasm", "90", "10", "0", "0", "0"]
+        );
+        assert_eq!(
+            cols(lines[header + 2]),
+            ["1", "json_mask.wasm", "40", "0", "50", "1", "1"]
         );
     }
 

@@ -131,6 +131,10 @@ pub enum OnUnproducible {
     Skip,
 }
 
+/// What a flow does with a record a transform fails on: as with a record the target will
+/// not take, `pause` (default) or `skip`.
+pub type OnTransformError = OnUnproducible;
+
 /// One `[[flows]]` entry.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -151,6 +155,15 @@ pub struct FlowConfig {
     /// Which topic configs are copied (default: `default-config-property-filter`).
     #[serde(default)]
     pub config_property_filter: Option<Spanned<SlotConfig>>,
+    /// What becomes of each record in flight: record transforms applied in order (default:
+    /// none, records pass untouched).
+    #[serde(default)]
+    pub record_transforms: Vec<Spanned<SlotConfig>>,
+    /// What happens to a record a transform fails on (a trap, a timeout, a malformed
+    /// answer): `pause` (default: its partition stops there, reported) or `skip` (it is left
+    /// out, counted).
+    #[serde(default)]
+    pub on_transform_error: OnTransformError,
     /// How often source topics are listed.
     #[serde(default = "default_refresh_topics_interval", with = "humantime_serde")]
     pub refresh_topics_interval: Duration,

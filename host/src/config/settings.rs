@@ -28,6 +28,8 @@ pub struct FlowSettings {
     pub checkpoints: Option<CheckpointSettings>,
     /// What happens to a record the target will never take.
     pub on_unproducible: OnUnproducible,
+    /// What happens to a record a transform fails on.
+    pub on_transform_error: OnUnproducible,
     /// The consumer-group session timeout.
     pub session_timeout: Duration,
     /// How long a graceful stop waits for records in flight.
@@ -189,6 +191,7 @@ impl FlowSettings {
                 sync_group_offsets: c.sync_group_offsets.then_some(sync_interval),
             }),
             on_unproducible: c.on_unproducible,
+            on_transform_error: c.on_transform_error,
             session_timeout: c.session_timeout,
             shutdown_timeout,
             unreachable_after,

@@ -1,11 +1,12 @@
-//! Resolving a flow's four plugin slots: `{ builtin = NAME }` or `{ plugin = FILE }`
-//! (MM2's default built-in when the slot is absent), each loaded, role-checked and
-//! configured, so `kmirror validate` catches a wrong plugin without connecting anywhere.
+//! Resolving a flow's four plugin slots and its record-transform chain: `{ builtin = NAME }`
+//! or `{ plugin = FILE }` (MM2's default built-in when a slot is absent; no transform when the
+//! chain is), each loaded, role-checked and configured, so `kmirror validate` catches a wrong
+//! plugin without connecting anywhere.
 
 use super::errors::Validator;
 use super::model::{FlowConfig, SlotConfig};
 use crate::plugin::{Plugin, PluginHost, PluginSource, builtin};
-use crate::policy::{Config, FlowRoles, PluginError, Role};
+use crate::policy::{ChainLink, Config, FlowRoles, PluginError, Role};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -25,18 +26,21 @@ pub struct SlotSources {
     pub config_property_filter: PluginSource,
     /// Each role's configuration (`${VAR}`s substituted).
     pub configs: BTreeMap<Role, Config>,
+    /// The record-transform chain, in order: each link's source and configuration.
+    pub transforms: Vec<(PluginSource, Config)>,
     /// The component files among the sources: content hash and the roles they export.
     pub components: BTreeMap<PathBuf, (String, Vec<Role>)>,
 }
 
 impl SlotSources {
-    /// Where `role` comes from.
-    pub fn source(&self, role: Role) -> &PluginSource {
+    /// Where `role` comes from; `None` for the record-transform chain (see `transforms`).
+    pub fn source(&self, role: Role) -> Option<&PluginSource> {
         match role {
-            Role::TopicFilter => &self.topic_filter,
-            Role::GroupFilter => &self.group_filter,
-            Role::ReplicationPolicy => &self.replication_policy,
-            Role::ConfigPropertyFilter => &self.config_property_filter,
+            Role::TopicFilter => Some(&self.topic_filter),
+            Role::GroupFilter => Some(&self.group_filter),
+            Role::ReplicationPolicy => Some(&self.replication_policy),
+            Role::ConfigPropertyFilter => Some(&self.config_property_filter),
+            Role::RecordTransform => None,
         }
     }
 
@@ -48,24 +52,39 @@ impl SlotSources {
     /// Whether `other` names the same sources with the same configurations (component
     /// contents aside: a hot reload deals with those).
     pub fn same_slots(&self, other: &SlotSources) -> bool {
-        Role::ALL
+        Role::SLOTS
             .iter()
             .all(|r| self.source(*r) == other.source(*r))
             && self.configs == other.configs
+            && self.transforms == other.transforms
     }
 
     /// Whether any role comes from a component file.
     pub fn uses_components(&self) -> bool {
-        Role::ALL
+        Role::SLOTS
             .iter()
-            .any(|r| matches!(self.source(*r), PluginSource::File(_)))
+            .any(|r| matches!(self.source(*r), Some(PluginSource::File(_))))
+            || self
+                .transforms
+                .iter()
+                .any(|(s, _)| matches!(s, PluginSource::File(_)))
+    }
+
+    /// The links of the transform chain loaded from the component file `path`.
+    pub fn transforms_from(&self, path: &Path) -> Vec<usize> {
+        self.transforms
+            .iter()
+            .enumerate()
+            .filter(|(_, (s, _))| matches!(s, PluginSource::File(p) if p == path))
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// The roles loaded from the component file `path`.
     pub fn roles_from(&self, path: &Path) -> Vec<Role> {
-        Role::ALL
+        Role::SLOTS
             .into_iter()
-            .filter(|r| matches!(self.source(*r), PluginSource::File(p) if p == path))
+            .filter(|r| matches!(self.source(*r), Some(PluginSource::File(p)) if p == path))
             .collect()
     }
 
@@ -162,15 +181,41 @@ impl<'h> SlotLoader<'h> {
             let r = s.2.plugin.config_property_filter(&s.2.config);
             built(v, s, r)
         });
+        let mut links = Vec::new();
+        let mut chain = Vec::new();
+        for (n, cfg) in flow.record_transforms.iter().enumerate() {
+            let key = format!("flows[{i}].record_transforms[{n}]");
+            let opened = self.open(
+                v,
+                Role::RecordTransform,
+                &key,
+                &Some(cfg.clone()),
+                flow_span.clone(),
+            );
+            let Some((span, opened)) = opened else {
+                continue;
+            };
+            let slot = (key, span, opened);
+            let r = slot.2.plugin.record_transform(&slot.2.config);
+            if let Some(transform) = built(v, &slot, r) {
+                links.push(ChainLink {
+                    name: slot.2.source.short_name(),
+                    transform,
+                });
+                chain.push(slot.2);
+            }
+        }
         let roles = FlowRoles {
             topic_filter: topic_filter?,
             group_filter: group_filter?,
             replication_policy: replication_policy?,
             config_property_filter: config_property_filter?,
+            record_transforms: (links.len() == flow.record_transforms.len()).then_some(links)?,
         };
         let (tf, gf, rp, cf) = (tf?.2, gf?.2, rp?.2, cf?.2);
         let components = [&tf, &gf, &rp, &cf]
             .into_iter()
+            .chain(chain.iter())
             .filter_map(|o| match (&o.source, &*o.plugin) {
                 (PluginSource::File(path), Plugin::Component(c)) => {
                     Some((path.clone(), (c.sha256().to_string(), c.roles().to_vec())))
@@ -192,6 +237,7 @@ impl<'h> SlotLoader<'h> {
             replication_policy: rp.source,
             config_property_filter: cf.source,
             configs,
+            transforms: chain.into_iter().map(|o| (o.source, o.config)).collect(),
             components,
         };
         Some((roles, sources))

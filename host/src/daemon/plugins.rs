@@ -148,7 +148,11 @@ fn configured(
     candidate: &Plugin,
 ) -> Result<(FlowRoles, Vec<Role>), String> {
     let slots = &target.flow.slots;
-    let roles = slots.roles_from(path);
+    let mut roles = slots.roles_from(path);
+    let links = slots.transforms_from(path);
+    if !links.is_empty() {
+        roles.push(Role::RecordTransform);
+    }
     let exported = candidate.roles();
     if let Some(missing) = roles.iter().find(|r| !exported.contains(r)) {
         let list: Vec<String> = exported.iter().map(Role::to_string).collect();
@@ -157,7 +161,16 @@ fn configured(
             list.join(", ")
         ));
     }
-    let checks: Vec<_> = roles.iter().map(|r| (*r, slots.config(*r))).collect();
+    let checks: Vec<_> = roles
+        .iter()
+        .filter(|r| **r != Role::RecordTransform)
+        .map(|r| (*r, slots.config(*r)))
+        .chain(
+            links
+                .iter()
+                .map(|i| (Role::RecordTransform, slots.transforms[*i].1.clone())),
+        )
+        .collect();
     let report = conformance::check_roles(candidate, &checks).map_err(|e| e.to_string())?;
     if !report.passed() {
         let total = report.cases.len();
@@ -197,6 +210,16 @@ fn configured(
             Role::ConfigPropertyFilter => {
                 next.config_property_filter =
                     candidate.config_property_filter(&config).map_err(built)?
+            }
+            // A link of the chain: a batch in flight finishes on the old one.
+            Role::RecordTransform => {
+                for i in &links {
+                    let (source, config) = &slots.transforms[*i];
+                    if let Some(link) = next.record_transforms.get_mut(*i) {
+                        link.transform = candidate.record_transform(config).map_err(built)?;
+                        link.name = source.short_name();
+                    }
+                }
             }
         }
     }

@@ -185,6 +185,7 @@ pub(crate) mod testing {
                     builtin::config_property_filter,
                 )
                 .unwrap(),
+            record_transforms: Vec::new(),
         }
     }
 }

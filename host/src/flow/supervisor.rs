@@ -117,6 +117,7 @@ pub async fn run(
         flush_interval: fs.offset_flush_interval,
         start_offset: fs.start_offset,
         on_unproducible: fs.on_unproducible,
+        on_transform_error: fs.on_transform_error,
         drain_timeout: fs.shutdown_timeout,
         session_timeout: fs.session_timeout,
         ..ReplicatorSettings::new(&name, &progress_group(src, dst), &topics.offset_syncs)
@@ -125,7 +126,25 @@ pub async fn run(
     // The tasks leave the group one after another at a stop, within the stop's budget, and
     // rejoin it when the leader finds partitions without an owner.
     let (rejoin_tx, rejoin) = watch::channel(0u64);
-    let shared = replication::TaskShared::new(fs.session_timeout, rejoin);
+    telemetry.update(|s| {
+        s.transforms = flow
+            .roles
+            .record_transforms
+            .iter()
+            .enumerate()
+            .map(|(position, link)| super::telemetry::TransformStatus {
+                position,
+                name: link.name.clone(),
+                ..Default::default()
+            })
+            .collect();
+    });
+    let mut shared = replication::TaskShared::new(fs.session_timeout, rejoin);
+    if !flow.roles.record_transforms.is_empty() {
+        // Read at every batch: a hot reload swaps a transform between two batches.
+        let live = plugins.clone();
+        shared = shared.with_roles(Arc::new(move || live.roles()));
+    }
     for member in 0..fs.replication_tasks {
         let settings = ReplicatorSettings {
             member,

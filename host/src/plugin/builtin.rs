@@ -1,8 +1,8 @@
 //! The native built-ins: MM2's default policies and filters, by the names users give them.
 
 use crate::policy::{
-    Config, ConfigPropertyFilter, GroupFilter, Native, PluginError, ReplicationPolicy, Role,
-    TopicFilter,
+    Config, ConfigPropertyFilter, GroupFilter, Native, Outcome, PluginError, RecordIn,
+    RecordTransform, ReplicationPolicy, Role, TopicFilter,
 };
 use kmirror_mm2::{
     Configure, DefaultConfigPropertyFilter, DefaultGroupFilter, DefaultReplicationPolicy,
@@ -22,7 +22,7 @@ pub struct Builtin {
 }
 
 /// Every built-in.
-pub static BUILTINS: [Builtin; 5] = [
+pub static BUILTINS: [Builtin; 6] = [
     Builtin {
         name: "default-policy",
         role: Role::ReplicationPolicy,
@@ -48,7 +48,35 @@ pub static BUILTINS: [Builtin; 5] = [
         role: Role::ConfigPropertyFilter,
         summary: "MM2's DefaultConfigPropertyFilter: all but `config.properties.exclude`",
     },
+    Builtin {
+        name: "keep-all",
+        role: Role::RecordTransform,
+        summary: "a record transform keeping every record as it is",
+    },
 ];
+
+/// The `keep-all` record transform.
+struct KeepAll;
+
+impl RecordTransform for KeepAll {
+    fn transform(&self, records: &[RecordIn<'_>]) -> Result<Vec<Outcome>, PluginError> {
+        Ok(vec![Outcome::Keep; records.len()])
+    }
+}
+
+/// The record transform built-ins.
+pub(crate) fn record_transform(
+    name: &str,
+    c: &Config,
+) -> Option<Result<Arc<dyn RecordTransform>, String>> {
+    match name {
+        "keep-all" => Some(
+            c.check_keys("keep-all", &[])
+                .map(|()| Arc::new(KeepAll) as _),
+        ),
+        _ => None,
+    }
+}
 
 /// Builds a built-in of one role from its name and configuration; `None` if no built-in of
 /// that role has the name.
@@ -149,6 +177,7 @@ pub fn default_for(role: Role) -> &'static Builtin {
         Role::TopicFilter => "default-topic-filter",
         Role::GroupFilter => "default-group-filter",
         Role::ReplicationPolicy => "default-policy",
+        Role::RecordTransform => "keep-all",
         Role::ConfigPropertyFilter => "default-config-property-filter",
     };
     BUILTINS
@@ -184,6 +213,7 @@ mod tests {
             Role::TopicFilter => plugin.topic_filter(config).map(drop),
             Role::GroupFilter => plugin.group_filter(config).map(drop),
             Role::ReplicationPolicy => plugin.replication_policy(config).map(drop),
+            Role::RecordTransform => plugin.record_transform(config).map(drop),
             Role::ConfigPropertyFilter => plugin.config_property_filter(config).map(drop),
         }
     }

@@ -2,13 +2,16 @@
 //! satisfied, and detect the roles it exports.
 
 use super::PluginHost;
-use super::bindings::{config_property_filter, group_filter, replication_policy, topic_filter};
+use super::bindings::{
+    config_property_filter, group_filter, record_transform, replication_policy, topic_filter,
+};
 use super::cache::{CacheOutcome, ComponentCache, hex};
 use super::compile::precompile;
 use super::instance::{Loaded, RoleGuest, RoleInstance};
 use super::stats::PluginStats;
 use crate::policy::{
-    Config, ConfigPropertyFilter, GroupFilter, PluginError, ReplicationPolicy, Role, TopicFilter,
+    Config, ConfigPropertyFilter, GroupFilter, PluginError, RecordTransform, ReplicationPolicy,
+    Role, TopicFilter,
 };
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -232,6 +235,16 @@ impl PluginComponent {
     ) -> Result<Arc<dyn ConfigPropertyFilter>, PluginError> {
         Ok(Arc::new(
             self.role_instance::<config_property_filter::Guest>(config)?,
+        ))
+    }
+
+    /// A new instance playing the record-transform role, configured with `config`.
+    pub fn record_transform(
+        &self,
+        config: &Config,
+    ) -> Result<Arc<dyn RecordTransform>, PluginError> {
+        Ok(Arc::new(
+            self.role_instance::<record_transform::Guest>(config)?,
         ))
     }
 }

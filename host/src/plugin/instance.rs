@@ -5,10 +5,14 @@
 //! (a trapped component instance cannot be entered again) and the next call instantiates
 //! and configures a fresh one, so one bad input never disables a plugin.
 
-use super::bindings::{config_property_filter, group_filter, replication_policy, topic_filter};
+use super::bindings::{
+    config_property_filter, group_filter, record_transform, replication_policy, topic_filter,
+};
 use super::engine::{HostState, MemoryLimitExceeded};
+use crate::policy::transform::MAX_TRANSFORMED_RECORD_BYTES;
 use crate::policy::{
-    ConfigPropertyFilter, GroupFilter, PluginError, ReplicationPolicy, Role, TopicFilter, TrapKind,
+    ConfigPropertyFilter, GroupFilter, Outcome, PluginError, RecordIn, RecordTransform,
+    ReplicationPolicy, Rewritten, Role, TopicFilter, TrapKind,
 };
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -103,6 +107,33 @@ role_guest!(topic_filter, Role::TopicFilter);
 role_guest!(group_filter, Role::GroupFilter);
 role_guest!(replication_policy, Role::ReplicationPolicy);
 role_guest!(config_property_filter, Role::ConfigPropertyFilter);
+
+impl RoleGuest for record_transform::Guest {
+    const ROLE: Role = Role::RecordTransform;
+    type Indices = record_transform::GuestIndices;
+    fn indices(pre: &InstancePre<HostState>) -> wasmtime::Result<Self::Indices> {
+        record_transform::GuestIndices::new(pre)
+    }
+    fn load(
+        indices: &Self::Indices,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Self> {
+        indices.load(store, instance)
+    }
+    fn configure(
+        &self,
+        store: &mut Store<HostState>,
+        config: &Pairs,
+    ) -> wasmtime::Result<Result<(), String>> {
+        // Its bindings borrow their parameters.
+        let pairs: Vec<(&str, &str)> = config
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.call_configure(store, &pairs)
+    }
+}
 
 struct Live<G> {
     store: Store<HostState>,
@@ -418,5 +449,75 @@ impl ReplicationPolicy for RoleInstance<replication_policy::Guest> {
                 names.iter().try_for_each(|n| short(n))
             },
         )
+    }
+}
+
+impl RecordTransform for RoleInstance<record_transform::Guest> {
+    fn transform(&self, records: &[RecordIn<'_>]) -> Result<Vec<Outcome>, PluginError> {
+        use record_transform as wit;
+        let headers: Vec<Vec<wit::HeaderParam<'_>>> = records
+            .iter()
+            .map(|r| {
+                r.headers
+                    .iter()
+                    .map(|(key, value)| wit::HeaderParam { key, value: *value })
+                    .collect()
+            })
+            .collect();
+        let batch: Vec<wit::SourceRecord<'_>> = records
+            .iter()
+            .zip(&headers)
+            .map(|(r, headers)| wit::SourceRecord {
+                topic: r.topic,
+                partition: r.partition,
+                offset: r.offset,
+                timestamp: r.timestamp,
+                key: r.key,
+                value: r.value,
+                headers,
+            })
+            .collect();
+        let answers = self.checked(
+            "transform",
+            |g, s| g.call_transform(s, &batch),
+            |outcomes: &Vec<wit::Outcome>| {
+                if outcomes.len() != records.len() {
+                    return Err(format!(
+                        "{} outcomes for {} records (one per record, in order)",
+                        outcomes.len(),
+                        records.len()
+                    ));
+                }
+                for (i, o) in outcomes.iter().enumerate() {
+                    if let wit::Outcome::Rewrite(r) = o {
+                        let size = r.key.as_ref().map_or(0, Vec::len)
+                            + r.value.as_ref().map_or(0, Vec::len)
+                            + r.headers
+                                .iter()
+                                .map(|h| h.key.len() + h.value.as_ref().map_or(0, Vec::len))
+                                .sum::<usize>();
+                        if size > MAX_TRANSFORMED_RECORD_BYTES {
+                            return Err(format!(
+                                "record {i} (offset {}) rewritten to {size} bytes (at most {MAX_TRANSFORMED_RECORD_BYTES})",
+                                records[i].offset
+                            ));
+                        }
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        Ok(answers
+            .into_iter()
+            .map(|o| match o {
+                wit::Outcome::Keep => Outcome::Keep,
+                wit::Outcome::Drop => Outcome::Drop,
+                wit::Outcome::Rewrite(r) => Outcome::Rewrite(Rewritten {
+                    key: r.key,
+                    value: r.value,
+                    headers: r.headers.into_iter().map(|h| (h.key, h.value)).collect(),
+                }),
+            })
+            .collect())
     }
 }

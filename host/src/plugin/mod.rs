@@ -26,7 +26,8 @@ pub use component::PluginComponent;
 pub use engine::{Limits, PluginHost};
 
 use crate::policy::{
-    Config, ConfigPropertyFilter, GroupFilter, PluginError, ReplicationPolicy, Role, TopicFilter,
+    Config, ConfigPropertyFilter, GroupFilter, PluginError, RecordTransform, ReplicationPolicy,
+    Role, TopicFilter,
 };
 use std::fmt;
 use std::path::PathBuf;
@@ -47,6 +48,17 @@ impl PluginSource {
         match arg.strip_prefix("builtin:") {
             Some(name) => PluginSource::Builtin(name.to_string()),
             None => PluginSource::File(PathBuf::from(arg)),
+        }
+    }
+
+    /// How it is named in metrics: `builtin:NAME`, or the component's file name.
+    pub fn short_name(&self) -> String {
+        match self {
+            PluginSource::Builtin(name) => format!("builtin:{name}"),
+            PluginSource::File(path) => path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
         }
     }
 }
@@ -135,6 +147,19 @@ impl Plugin {
                 builtin::config_property_filter,
             ),
             Plugin::Component(c) => c.config_property_filter(config),
+        }
+    }
+
+    /// A configured record transform.
+    pub fn record_transform(
+        &self,
+        config: &Config,
+    ) -> Result<Arc<dyn RecordTransform>, PluginError> {
+        match self {
+            Plugin::Builtin(b) => {
+                b.configured(Role::RecordTransform, config, builtin::record_transform)
+            }
+            Plugin::Component(c) => c.record_transform(config),
         }
     }
 }

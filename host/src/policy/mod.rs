@@ -1,4 +1,4 @@
-//! The plugin contract as the host sees it: the four roles, their traits, and the error a
+//! The plugin contract as the host sees it: the five roles, their traits, and the error a
 //! call can end in. Everything above uses these types; nothing here knows wasmtime,
 //! Kafka or the flows.
 //!
@@ -10,10 +10,12 @@
 
 mod error;
 mod native;
+pub mod transform;
 
 pub use error::{PluginError, TrapKind};
 pub use kmirror_mm2::Config;
 pub use native::Native;
+pub use transform::{ChainLink, Outcome, RecordIn, RecordTransform, Rewritten};
 
 use std::fmt;
 use std::sync::Arc;
@@ -29,11 +31,23 @@ pub enum Role {
     ReplicationPolicy,
     /// `kmirror:plugin/config-property-filter`.
     ConfigPropertyFilter,
+    /// `kmirror:plugin/record-transform`.
+    RecordTransform,
 }
 
 impl Role {
     /// Every role, in WIT order.
-    pub const ALL: [Role; 4] = [
+    pub const ALL: [Role; 5] = [
+        Role::TopicFilter,
+        Role::GroupFilter,
+        Role::ReplicationPolicy,
+        Role::ConfigPropertyFilter,
+        Role::RecordTransform,
+    ];
+
+    /// The roles a flow has exactly one of (its naming slots, each with an MM2 default);
+    /// record transforms are a chain of any length, empty by default.
+    pub const SLOTS: [Role; 4] = [
         Role::TopicFilter,
         Role::GroupFilter,
         Role::ReplicationPolicy,
@@ -47,6 +61,7 @@ impl Role {
             Role::GroupFilter => "group-filter",
             Role::ReplicationPolicy => "replication-policy",
             Role::ConfigPropertyFilter => "config-property-filter",
+            Role::RecordTransform => "record-transform",
         }
     }
 
@@ -129,6 +144,8 @@ pub struct FlowRoles {
     pub replication_policy: Arc<dyn ReplicationPolicy>,
     /// Which topic configs are copied.
     pub config_property_filter: Arc<dyn ConfigPropertyFilter>,
+    /// What becomes of each record, applied in order (empty: records pass untouched).
+    pub record_transforms: Vec<ChainLink>,
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ struct Role {
     module: &'static str,
 }
 
-const ROLES: [Role; 4] = [
+const ROLES: [Role; 5] = [
     Role {
         wit: "topic-filter",
         module: "topic_filter",
@@ -36,6 +36,10 @@ const ROLES: [Role; 4] = [
         wit: "config-property-filter",
         module: "config_property_filter",
     },
+    Role {
+        wit: "record-transform",
+        module: "record_transform",
+    },
 ];
 
 /// Exports a kmirror plugin component.
@@ -44,7 +48,8 @@ const ROLES: [Role; 4] = [
 /// kmirror_plugin_sdk::export_plugin!(topic_filter: MyFilter, group_filter: MyFilter);
 /// ```
 ///
-/// Roles: `topic_filter`, `group_filter`, `replication_policy`, `config_property_filter`.
+/// Roles: `topic_filter`, `group_filter`, `replication_policy`, `config_property_filter`,
+/// `record_transform`.
 /// Each type implements `kmirror_plugin_sdk::Configure` and the role's trait.
 #[proc_macro]
 pub fn export_plugin(input: TokenStream) -> TokenStream {

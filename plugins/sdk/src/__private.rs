@@ -42,6 +42,7 @@ role_slot!(topic_filter, TopicFilter);
 role_slot!(group_filter, GroupFilter);
 role_slot!(replication_policy, ReplicationPolicy);
 role_slot!(config_property_filter, ConfigPropertyFilter);
+role_slot!(record_transform, RecordTransform);
 
 #[doc(hidden)]
 #[macro_export]
@@ -162,10 +163,71 @@ macro_rules! __kmirror_impl_replication_policy {
     };
 }
 
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kmirror_impl_record_transform {
+    ($adapter:ident, $guest:path, $ty:ty) => {
+        impl $guest for $adapter {
+            fn configure(config: Vec<(String, String)>) -> Result<(), String> {
+                ::kmirror_plugin_sdk::__private::record_transform::configure::<$ty>(config)
+            }
+            fn transform(
+                records: Vec<self::exports::kmirror::plugin::record_transform::SourceRecord>,
+            ) -> Vec<self::exports::kmirror::plugin::record_transform::Outcome> {
+                use self::exports::kmirror::plugin::record_transform as wit;
+                let records: Vec<::kmirror_plugin_sdk::Record> = records
+                    .into_iter()
+                    .map(|r| ::kmirror_plugin_sdk::Record {
+                        topic: r.topic,
+                        partition: r.partition,
+                        offset: r.offset,
+                        timestamp: r.timestamp,
+                        key: r.key,
+                        value: r.value,
+                        headers: r
+                            .headers
+                            .into_iter()
+                            .map(|h| ::kmirror_plugin_sdk::Header {
+                                key: h.key,
+                                value: h.value,
+                            })
+                            .collect(),
+                    })
+                    .collect();
+                ::kmirror_plugin_sdk::__private::record_transform::with::<$ty, _>(|t| {
+                    t.transform_batch(records)
+                })
+                .into_iter()
+                .map(|o| match o {
+                    ::kmirror_plugin_sdk::Outcome::Keep => wit::Outcome::Keep,
+                    ::kmirror_plugin_sdk::Outcome::Drop => wit::Outcome::Drop,
+                    ::kmirror_plugin_sdk::Outcome::Rewrite {
+                        key,
+                        value,
+                        headers,
+                    } => wit::Outcome::Rewrite(wit::Rewritten {
+                        key,
+                        value,
+                        headers: headers
+                            .into_iter()
+                            .map(|h| wit::Header {
+                                key: h.key,
+                                value: h.value,
+                            })
+                            .collect(),
+                    }),
+                })
+                .collect()
+            }
+        }
+    };
+}
+
 pub mod macros {
     //! The per-role adapters, addressed by role name from `export_plugin!`.
     pub use crate::__kmirror_impl_config_property_filter as config_property_filter;
     pub use crate::__kmirror_impl_group_filter as group_filter;
+    pub use crate::__kmirror_impl_record_transform as record_transform;
     pub use crate::__kmirror_impl_replication_policy as replication_policy;
     pub use crate::__kmirror_impl_topic_filter as topic_filter;
 }

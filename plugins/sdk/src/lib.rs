@@ -30,6 +30,9 @@
 //! kmirror_plugin_sdk::export_plugin!(replication_policy: Arrow);
 //! ```
 //!
+//! A record transform ([`RecordTransform`]) keeps, drops or rewrites each record in flight;
+//! see [`transform`].
+//!
 //! MM2's default bodies come with the traits: `original_topic`, the internal topic names,
 //! the `is_*` predicates and every batch form. The role types are plain Rust, so their
 //! logic is unit-tested natively with `cargo test`.
@@ -43,6 +46,9 @@ pub use kmirror_mm2::{
     PatternList, ReplicationPolicy, TopicFilter, filter, policy,
 };
 pub use kmirror_plugin_sdk_macros::export_plugin;
+pub use transform::{Header, Outcome, Record, RecordTransform};
+
+pub mod transform;
 
 #[doc(hidden)]
 pub mod __private;

@@ -745,3 +745,38 @@ pub fn tally(
     let duplicated = counts.values().map(|c| c - 1).sum();
     (missing, duplicated)
 }
+
+/// Decodes a Checkpoint independently: key = STRING group, STRING topic, INT32 partition;
+/// value = INT16 version, INT64 upstream, INT64 downstream, STRING metadata.
+pub fn decode_checkpoint(key: &[u8], value: &[u8]) -> (String, String, i32, i64, i64) {
+    let s = |b: &[u8], at: usize| -> (String, usize) {
+        let len = i16::from_be_bytes([b[at], b[at + 1]]) as usize;
+        (
+            String::from_utf8(b[at + 2..at + 2 + len].to_vec()).expect("utf8"),
+            at + 2 + len,
+        )
+    };
+    let (group, at) = s(key, 0);
+    let (topic, at) = s(key, at);
+    let partition = i32::from_be_bytes(key[at..at + 4].try_into().expect("partition"));
+    assert_eq!(key.len(), at + 4);
+    assert_eq!(&value[0..2], &[0, 0], "version 0");
+    let up = i64::from_be_bytes(value[2..10].try_into().expect("up"));
+    let down = i64::from_be_bytes(value[10..18].try_into().expect("down"));
+    assert_eq!(value.len(), 20, "empty metadata string");
+    (group, topic, partition, up, down)
+}
+
+/// The last checkpoint per (group, topic, partition).
+pub fn checkpoints(addr: &str) -> BTreeMap<(String, String, i32), (i64, i64)> {
+    let c = Client::new(addr);
+    let mut out = BTreeMap::new();
+    for r in c.read_all("primary.checkpoints.internal", 1, 1, Duration::from_secs(3)) {
+        let (g, t, p, up, down) = decode_checkpoint(
+            r.key.as_deref().expect("key"),
+            r.value.as_deref().expect("value"),
+        );
+        out.insert((g, t, p), (up, down));
+    }
+    out
+}

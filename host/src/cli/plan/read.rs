@@ -142,6 +142,20 @@ pub async fn plan_flow(flow: &ResolvedFlow, candidate: Option<&ResolvedFlow>) ->
         filtered_groups: 0,
         errors: Vec::new(),
         acls: None,
+        transforms: flow
+            .slots
+            .transforms
+            .iter()
+            .map(|(source, config)| {
+                let pairs: Vec<String> = config
+                    .entries()
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                (source.short_name(), pairs.join(", "))
+            })
+            .collect(),
+        on_transform_error: format!("{:?}", flow.settings.on_transform_error).to_lowercase(),
         candidate: None,
     };
     let clusters = Cluster::new(&flow.source).and_then(|s| Ok((s, Cluster::new(&flow.target)?)));

@@ -64,6 +64,26 @@ pub fn render(p: &FlowPlan) -> String {
             let _ = writeln!(s, "  groups filtered out: {}", p.filtered_groups);
         }
     }
+    if p.transforms.is_empty() {
+        let _ = writeln!(
+            s,
+            "  record transforms: none (records are mirrored as they are)"
+        );
+    }
+    for (i, (plugin, config)) in p.transforms.iter().enumerate() {
+        let _ = writeln!(s, "  record transform {i}: {plugin} {{ {config} }}");
+    }
+    if !p.transforms.is_empty() {
+        let _ = writeln!(
+            s,
+            "  on a transform error: {} the record's partition",
+            if p.on_transform_error == "skip" {
+                "skip the record, go on with"
+            } else {
+                "pause"
+            }
+        );
+    }
     match &p.acls {
         None => {
             let _ = writeln!(s, "  topic ACLs are not synced for this flow");

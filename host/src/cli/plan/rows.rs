@@ -59,6 +59,11 @@ pub struct FlowPlan {
     pub errors: Vec<String>,
     /// The topic ACLs its ACL sync would change; `None` when ACL sync is off.
     pub acls: Option<AclRows>,
+    /// Its record-transform chain, in order: each link's plugin and configuration
+    /// (`KEY=VALUE, ...`).
+    pub transforms: Vec<(String, String)>,
+    /// What happens to a record a transform fails on (`pause` or `skip`).
+    pub on_transform_error: String,
     /// Against the candidate: what a reload would change.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidate: Option<Changes>,

@@ -70,9 +70,18 @@ fn every_source_topic_gets_an_action_and_a_reason() {
         filtered_groups: 1,
         errors: vec![],
         acls: None,
+        transforms: vec![
+            ("drop_by_header.wasm".into(), "header=internal".into()),
+            ("json_mask.wasm".into(), "fields=card.number,email".into()),
+        ],
+        on_transform_error: "pause".into(),
         candidate: None,
     });
     assert!(text.contains("skip: cycle"), "{text}");
+    assert!(
+        text.contains("  record transform 0: drop_by_header.wasm { header=internal }\n  record transform 1: json_mask.wasm { fields=card.number,email }\n  on a transform error: pause the record's partition\n"),
+        "{text}"
+    );
     assert!(text.contains("3 -> 3"), "{text}");
     assert!(text.contains("billing (3 partitions)"), "{text}");
 }
@@ -190,6 +199,8 @@ fn acls_to_sync_are_listed_per_flow() {
         filtered_groups: 0,
         errors: vec![],
         acls,
+        transforms: vec![],
+        on_transform_error: "pause".into(),
         candidate: None,
     };
     let text = render(&plan(Some(AclRows {

@@ -245,3 +245,61 @@ fn cluster_aliases_of_letters_digits_dashes_and_underscores_load() {
     assert_eq!(cfg.flows[0].source.alias, alias);
     assert_eq!(cfg.flows[0].name, format!("{alias}->backup"));
 }
+
+#[test]
+fn a_record_transform_chain_is_validated_link_by_link() {
+    let ok = load(&format!(
+        r#"{CLUSTERS}
+[[flows]]
+source = "primary"
+target = "backup"
+record_transforms = [{{ builtin = "keep-all" }}, {{ builtin = "keep-all" }}]
+on_transform_error = "skip"
+"#
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let flow = &ok.flows[0];
+    assert_eq!(flow.roles.record_transforms.len(), 2);
+    assert_eq!(flow.slots.transforms.len(), 2);
+    assert_eq!(flow.roles.record_transforms[1].name, "builtin:keep-all");
+    assert_eq!(flow.settings.on_transform_error, OnUnproducible::Skip);
+    assert_eq!(
+        load(&format!(
+            "{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\n"
+        ))
+        .unwrap()
+        .flows[0]
+            .settings
+            .on_transform_error,
+        OnUnproducible::Pause,
+        "pause by default"
+    );
+
+    let e = errors(&format!(
+        r#"{CLUSTERS}
+[[flows]]
+source = "primary"
+target = "backup"
+record_transforms = [
+  {{ builtin = "keep-all" }},
+  {{ builtin = "default-policy" }},
+  {{ builtin = "keep-all", config = {{ "x" = "1" }} }},
+]
+"#
+    ));
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(
+        e[0].starts_with("/etc/kmirror/kmirror.toml:13:")
+            && e[0].contains("flows[0].record_transforms[1]")
+            && e[0].contains("is a replication-policy, not a record-transform"),
+        "{}",
+        e[0]
+    );
+    assert!(
+        e[1].starts_with("/etc/kmirror/kmirror.toml:14:")
+            && e[1].contains("flows[0].record_transforms[2]")
+            && e[1].contains("`x`"),
+        "{}",
+        e[1]
+    );
+}

@@ -34,6 +34,8 @@ pub struct BookSettings {
     pub max_in_flight: usize,
     /// What happens to a record the target will not take.
     pub on_unproducible: OnUnproducible,
+    /// What happens to a record a transform fails on.
+    pub on_transform_error: OnUnproducible,
     /// How often a partition stopped at such a record tries it again.
     pub retry_paused_every: Duration,
 }
@@ -276,6 +278,21 @@ impl Book {
         }
     }
 
+    /// The record at `offset` of partition `key` was dropped by a transform: done, with
+    /// nothing produced (the offset syncs see the gap).
+    pub fn dropped(&mut self, key: SlotKey, offset: i64) {
+        if let Some(p) = self.table.get_mut(key) {
+            p.progress.skipped(offset);
+        }
+    }
+
+    /// A transform failed on the record at `offset` of partition `key`: it is skipped or
+    /// its partition stops there, as `on_transform_error` says.
+    pub fn transform_failed(&mut self, key: SlotKey, offset: i64, reason: String, now: Instant) {
+        let skip = self.settings.on_transform_error == OnUnproducible::Skip;
+        self.stop_or_skip(key, offset, reason, skip, true, now);
+    }
+
     /// The producer refused the record at `offset` of partition `key` outright.
     pub fn refused(&mut self, key: SlotKey, offset: i64, refusal: Refusal, now: Instant) {
         match refusal {
@@ -349,6 +366,18 @@ impl Book {
 
     fn unproducible(&mut self, key: SlotKey, offset: i64, reason: String, now: Instant) {
         let skip = self.settings.on_unproducible == OnUnproducible::Skip;
+        self.stop_or_skip(key, offset, reason, skip, false, now);
+    }
+
+    fn stop_or_skip(
+        &mut self,
+        key: SlotKey,
+        offset: i64,
+        reason: String,
+        skip: bool,
+        transform: bool,
+        now: Instant,
+    ) {
         let retry_at = now + self.settings.retry_paused_every;
         let Some(p) = self.table.get_mut(key) else {
             return;
@@ -373,6 +402,7 @@ impl Book {
             offset,
             reason,
             skipped: skip,
+            transform,
         });
         self.settle(key);
     }

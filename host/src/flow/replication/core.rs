@@ -6,6 +6,7 @@
 
 use super::ReplicatorSettings;
 use super::book::{Ack, Book, BookSettings, Effect, Offer, Orphans};
+use super::chain::Fate;
 use super::contexts::{CommitOutcome, Deliveries, Membership, Rebalancing};
 use super::failures::classify;
 use super::progress::InFlight;
@@ -13,7 +14,7 @@ use crate::flow::Routes;
 use crate::flow::offset_syncs::sender::SyncSender;
 use crate::flow::telemetry::{Counter, FlowTelemetry, now_ms};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::HashMap;
@@ -114,6 +115,7 @@ impl Core {
         let book = Book::new(BookSettings {
             max_in_flight: settings.max_in_flight,
             on_unproducible: settings.on_unproducible,
+            on_transform_error: settings.on_transform_error,
             retry_paused_every: settings.retry_paused_every,
         });
         Core {
@@ -136,11 +138,13 @@ impl Core {
         self.book.take_fatal()
     }
 
-    /// Produces `msg` to its partition's target, if its partition flows.
+    /// Produces `msg` to its partition's target, as the transform chain left it (`fate`),
+    /// if its partition flows.
     pub fn forward(
         &mut self,
         consumer: &Member,
         msg: &BorrowedMessage<'_>,
+        fate: &Fate,
         now: Instant,
     ) -> Forwarded {
         let up = msg.offset();
@@ -159,19 +163,58 @@ impl Core {
         let timestamp = msg.timestamp().to_millis();
         let mut record: BaseRecord<'_, [u8], [u8], usize> =
             BaseRecord::with_opaque_to(&target, key as usize).partition(partition);
-        if let Some(k) = msg.key() {
-            record = record.key(k);
-        }
-        if let Some(v) = msg.payload() {
-            record = record.payload(v);
-        }
+        let size = match fate {
+            Fate::Keep => {
+                if let Some(k) = msg.key() {
+                    record = record.key(k);
+                }
+                if let Some(v) = msg.payload() {
+                    record = record.payload(v);
+                }
+                if let Some(h) = msg.headers() {
+                    if h.count() > 0 {
+                        record = record.headers(h.detach());
+                    }
+                }
+                msg.payload_len() + msg.key().map_or(0, <[u8]>::len)
+            }
+            Fate::Rewrite(r) => {
+                if let Some(k) = &r.key {
+                    record = record.key(k.as_slice());
+                }
+                if let Some(v) = &r.value {
+                    record = record.payload(v.as_slice());
+                }
+                if !r.headers.is_empty() {
+                    let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
+                    for (name, value) in &r.headers {
+                        headers = headers.insert(Header {
+                            key: name,
+                            value: value.as_deref(),
+                        });
+                    }
+                    record = record.headers(headers);
+                }
+                r.key.as_ref().map_or(0, Vec::len) + r.value.as_ref().map_or(0, Vec::len)
+            }
+            Fate::Drop => {
+                self.book.dropped(key, up);
+                return Forwarded::Done;
+            }
+            Fate::Failed(reason) => {
+                self.book.transform_failed(key, up, reason.clone(), now);
+                self.apply(consumer);
+                return Forwarded::Done;
+            }
+            Fate::Unasked => {
+                // Never produced untransformed: read again (and transformed) later.
+                self.book.decline(key, up);
+                self.apply(consumer);
+                return Forwarded::Done;
+            }
+        };
         if let Some(ts) = timestamp {
             record = record.timestamp(ts);
-        }
-        if let Some(h) = msg.headers() {
-            if h.count() > 0 {
-                record = record.headers(h.detach());
-            }
         }
         match self.producer.send(record) {
             Ok(()) => {
@@ -183,7 +226,7 @@ impl Core {
                         sent: now,
                     },
                 );
-                self.bytes += (msg.payload_len() + msg.key().map_or(0, <[u8]>::len)) as u64;
+                self.bytes += size as u64;
                 Forwarded::Done
             }
             Err((e, _)) => {
@@ -304,7 +347,14 @@ impl Core {
                     offset,
                     reason,
                     skipped,
-                } => self.report_unproducible(&topic, partition, offset, &reason, skipped),
+                    transform,
+                } => {
+                    if transform {
+                        self.report_transform_failure(&topic, partition, offset, &reason, skipped)
+                    } else {
+                        self.report_unproducible(&topic, partition, offset, &reason, skipped)
+                    }
+                }
                 Effect::Retrying(topic, partition, offset) => {
                     tracing::info!(flow = %self.settings.flow, topic = %topic, partition, offset, "retrying the record the target did not take");
                 }
@@ -362,6 +412,33 @@ impl Core {
         if self.telemetry.first_time(&format!("unproducible {what}")) {
             tracing::error!(flow = %self.settings.flow, topic, partition, offset, reason,
                 "the target will not take this record: its partition is paused there, every other partition goes on (on_unproducible = \"skip\" skips such records)");
+        }
+    }
+
+    fn report_transform_failure(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        reason: &str,
+        skipped: bool,
+    ) {
+        let what = format!("{topic}[{partition}] offset {offset}: {reason}");
+        if skipped {
+            self.telemetry.add(Counter::TransformFailuresSkipped, 1);
+            self.telemetry
+                .note_error("skipped a record a transform failed on", "transform", &what);
+            return;
+        }
+        self.telemetry.add(Counter::TransformFailuresPaused, 1);
+        self.telemetry
+            .note_error("a transform failed on a record", "transform", &what);
+        if self
+            .telemetry
+            .first_time(&format!("transform failed {what}"))
+        {
+            tracing::error!(flow = %self.settings.flow, topic, partition, offset, reason,
+                "a record transform failed on this record: its partition is paused there and retries it, every other partition goes on (on_transform_error = \"skip\" skips such records)");
         }
     }
 

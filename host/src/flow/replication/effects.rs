@@ -29,7 +29,7 @@ pub enum Effect {
     Retired(SlotKey),
     /// The producer's metadata of this target topic is stale (it does not know a partition).
     RefreshMetadata(Arc<str>),
-    /// A record the target will not take.
+    /// A record the target will not take, or a transform failed on.
     Unproducible {
         /// Where.
         topic: Arc<str>,
@@ -41,6 +41,8 @@ pub enum Effect {
         reason: String,
         /// Skipped (`true`) or stopped at (`false`).
         skipped: bool,
+        /// A record transform failed on it (not the target refusing it).
+        transform: bool,
     },
     /// A stopped partition tries its record again.
     Retrying(Arc<str>, i32, i64),

@@ -21,10 +21,11 @@
 //!   whether each flows, their progress, as a pure state machine — to librdkafka;
 //!   [`effects`]: what it decides, as values; `status`: what a task reports; `table`:
 //!   owned partitions; [`progress`]: one partition's progress (pure); [`failures`]: what a
-//!   produce error means (pure); [`orphans`]: progress of partitions whose assignment was
+//!   produce error means (pure); [`chain`]: the record-transform chain over a batch (pure); [`orphans`]: progress of partitions whose assignment was
 //!   lost; [`leave`]: the order the tasks leave the group in at a graceful stop.
 
 pub mod book;
+pub mod chain;
 mod contexts;
 mod core;
 pub mod effects;
@@ -39,8 +40,11 @@ mod worker;
 
 pub use failures::OnUnproducible;
 
+/// The record-transform chain in force (a hot reload may replace it between two batches).
+pub type ChainSource = Arc<dyn Fn() -> Arc<crate::policy::FlowRoles> + Send + Sync>;
+
 /// What an instance's replication tasks of one flow share.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TaskShared {
     /// What they mirrored of partitions whose assignment was lost.
     pub orphans: Arc<std::sync::Mutex<orphans::Orphans>>,
@@ -49,6 +53,19 @@ pub struct TaskShared {
     /// Bumped when they are to rejoin the group (the leader found partitions without an
     /// owner).
     pub rejoin: watch::Receiver<u64>,
+    /// The flow's roles in force, for its record-transform chain (none: records pass
+    /// untouched).
+    pub roles: Option<ChainSource>,
+}
+
+impl std::fmt::Debug for TaskShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskShared")
+            .field("orphans", &self.orphans)
+            .field("leave", &self.leave)
+            .field("transforms", &self.roles.is_some())
+            .finish()
+    }
 }
 
 impl TaskShared {
@@ -59,7 +76,14 @@ impl TaskShared {
             orphans: Arc::default(),
             leave: Arc::new(leave::LeaveOrder::new(stop_bound)),
             rejoin,
+            roles: None,
         }
+    }
+
+    /// The same, applying the record-transform chain of the roles `roles` gives.
+    pub fn with_roles(mut self, roles: ChainSource) -> Self {
+        self.roles = Some(roles);
+        self
     }
 }
 
@@ -92,6 +116,8 @@ pub struct ReplicatorSettings {
     pub max_in_flight: usize,
     /// What happens to a record the target will not take.
     pub on_unproducible: OnUnproducible,
+    /// What happens to a record a record transform fails on.
+    pub on_transform_error: OnUnproducible,
     /// How often a paused partition tries its record again.
     pub retry_paused_every: Duration,
     /// How long a graceful stop (or a revocation) waits for records in flight.
@@ -114,6 +140,7 @@ impl ReplicatorSettings {
             start_offset: StartOffset::Earliest,
             max_in_flight: 100_000,
             on_unproducible: OnUnproducible::Pause,
+            on_transform_error: OnUnproducible::Pause,
             retry_paused_every: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(10),
             session_timeout: Duration::from_secs(10),
@@ -184,6 +211,7 @@ pub async fn run(
         orphans: shared.orphans,
         leave: shared.leave,
         rejoin: shared.rejoin,
+        roles: shared.roles,
     };
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let name = format!("kmirror-replicate-{}", ctx.settings.flow);

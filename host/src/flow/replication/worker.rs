@@ -9,19 +9,22 @@
 use super::ReplicateError;
 use super::ReplicatorSettings;
 use super::book::Orphans;
+use super::chain::{self, Fate};
 use super::contexts::{Deliveries, Membership};
 use super::core::{Core, Forwarded, Member, Shared};
 use super::leave::LeaveOrder;
-use crate::config::StartOffset;
+use crate::config::{OnUnproducible, StartOffset};
 use crate::flow::Routes;
 use crate::flow::offset_syncs::OffsetSyncWriter;
 use crate::flow::offset_syncs::sender::SyncSender;
 use crate::flow::telemetry::FlowTelemetry;
 use crate::kafka::Cluster;
 use crate::kafka::clients::group_generation;
+use crate::policy::{ChainLink, RecordIn};
 use rdkafka::TopicPartitionList;
 use rdkafka::consumer::{CommitMode, Consumer};
-use rdkafka::message::BorrowedMessage;
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use std::collections::VecDeque;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -34,6 +37,8 @@ const POLL: Duration = Duration::from_millis(50);
 const HOLD_BEFORE_PAUSE: Duration = Duration::from_secs(2);
 /// Delivery reports are served at least every this many records.
 const REPORTS_EVERY: u32 = 256;
+/// Records at most in one batch through the record-transform chain.
+const MAX_BATCH: usize = 500;
 
 /// What one replicator run works with.
 pub struct WorkerContext {
@@ -59,6 +64,8 @@ pub struct WorkerContext {
     pub leave: Arc<LeaveOrder>,
     /// Changes when the task is to rejoin the group.
     pub rejoin: watch::Receiver<u64>,
+    /// The flow's roles in force, for the record-transform chain.
+    pub roles: Option<super::ChainSource>,
 }
 
 /// Commits progress through the group member on its own thread, one commit at a time, so
@@ -231,7 +238,10 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     ctx.rejoin.borrow_and_update();
     resubscribe(&consumer, &core, initial, &mut subscribed, &ctx)?;
 
-    let mut held: Option<(BorrowedMessage<'_>, Instant)> = None;
+    // Records fetched and not yet forwarded, with what the transform chain made of them;
+    // while they wait for room the consumer is not polled.
+    let mut pending: VecDeque<(BorrowedMessage<'_>, Fate)> = VecDeque::new();
+    let mut held_since: Option<Instant> = None;
     let mut since_reports = 0u32;
     let mut next_tick = Instant::now() + flush;
     let mut stopping: Option<Instant> = None;
@@ -253,7 +263,7 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
             // One member's rejoin rebalances the whole group: the first task's.
             rejoin = ctx.settings.member == 0;
         }
-        if rejoin && held.is_none() {
+        if rejoin && pending.is_empty() {
             // Leave (the revocation drains and commits) and join again: a new assignment.
             rejoin = false;
             consumer.unsubscribe();
@@ -265,37 +275,47 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
             let routes = ctx.routes.borrow_and_update().clone();
             resubscribe(&consumer, &core, routes, &mut subscribed, &ctx)?;
         }
-        // While a record waits for room, the consumer is not polled (it would hand out the
-        // next record): only delivery reports are served, for at most HOLD_BEFORE_PAUSE.
-        let polled = if held.is_none() {
-            consumer.poll(POLL)
-        } else {
-            None
-        };
+        // While records wait for room, the consumer is not polled (it would hand out the
+        // next ones): only delivery reports are served, for at most HOLD_BEFORE_PAUSE.
+        if pending.is_empty() {
+            let chain = ctx
+                .roles
+                .as_ref()
+                .map(|roles| roles())
+                .filter(|r| !r.record_transforms.is_empty());
+            let batch = fetch(&consumer, &core, &ctx, chain.is_some());
+            if batch.is_empty() {
+                since_reports = REPORTS_EVERY;
+            }
+            since_reports += batch.len() as u32;
+            match chain {
+                Some(roles) => {
+                    let fates = transformed(&roles.record_transforms, &batch, &ctx);
+                    pending.extend(batch.into_iter().zip(fates));
+                }
+                None => pending.extend(batch.into_iter().map(|m| (m, Fate::Keep))),
+            }
+        }
         let now = Instant::now();
         let mut c = core.lock();
         c.committed(consumer.context().take_commits());
-        if let Some((msg, since)) = held.take() {
-            if c.forward(&consumer, &msg, now) == Forwarded::Full {
-                if since.elapsed() >= HOLD_BEFORE_PAUSE {
-                    // It lasts: the record is read again later, and nothing flows until
-                    // there is room.
+        while let Some((msg, fate)) = pending.front() {
+            if c.forward(&consumer, msg, fate, now) == Forwarded::Done {
+                pending.pop_front();
+                held_since = None;
+                continue;
+            }
+            let since = *held_since.get_or_insert(now);
+            if now.duration_since(since) >= HOLD_BEFORE_PAUSE {
+                // It lasts: the records are read again later (and transformed again), and
+                // nothing flows until there is room.
+                for (msg, _) in pending.drain(..) {
                     c.decline(&consumer, &msg);
-                    c.set_backpressure(&consumer, true);
-                } else {
-                    held = Some((msg, since));
                 }
+                c.set_backpressure(&consumer, true);
+                held_since = None;
             }
-        }
-        match polled {
-            Some(Ok(msg)) => {
-                since_reports += 1;
-                if c.forward(&consumer, &msg, now) == Forwarded::Full {
-                    held = Some((msg, now));
-                }
-            }
-            Some(Err(e)) => ctx.telemetry.note_error("consume", "kafka", &e),
-            None => since_reports = REPORTS_EVERY,
+            break;
         }
         if let Some(reason) = c.take_fatal() {
             return Err(ReplicateError::Fatal {
@@ -303,7 +323,7 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
                 message: reason,
             });
         }
-        if held.is_some() {
+        if !pending.is_empty() {
             c.poll_producer(&consumer, Duration::from_millis(10));
         } else {
             if c.backpressure() && c.has_room() {
@@ -325,8 +345,11 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
             ctx.telemetry.tick(ctx.loop_name(), flush);
         }
     }
-    if let Some((msg, _)) = held.take() {
-        core.lock().decline(&consumer, &msg);
+    {
+        let mut c = core.lock();
+        for (msg, _) in pending.drain(..) {
+            c.decline(&consumer, &msg);
+        }
     }
     stop(&consumer, &core, &committer, drain_timeout);
     ctx.telemetry.loop_ended(ctx.loop_name());
@@ -339,6 +362,61 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     drop(consumer);
     ctx.leave.left(member, generation, Instant::now());
     Ok(())
+}
+
+/// The next records: the first waits up to [`POLL`]; with a transform chain, what the
+/// consumer has fetched already follows, up to [`MAX_BATCH`] records — but never across a
+/// rebalance (a partition revoked and assigned again must not see records of its previous
+/// assignment offered to the new one).
+fn fetch<'c>(
+    consumer: &'c Member,
+    core: &Shared,
+    ctx: &WorkerContext,
+    batched: bool,
+) -> Vec<BorrowedMessage<'c>> {
+    let mut batch = Vec::new();
+    let rebalances = if batched { core.lock().rebalances } else { 0 };
+    let mut wait = POLL;
+    while batch.len() < if batched { MAX_BATCH } else { 1 } {
+        match consumer.poll(wait) {
+            Some(Ok(msg)) => batch.push(msg),
+            Some(Err(e)) => ctx.telemetry.note_error("consume", "kafka", &e),
+            None => break,
+        }
+        wait = Duration::ZERO;
+        if batched && core.lock().rebalances != rebalances {
+            break;
+        }
+    }
+    batch
+}
+
+/// The fate of each of `batch`'s records through `chain`, counted per link.
+fn transformed(
+    chain: &[ChainLink],
+    batch: &[BorrowedMessage<'_>],
+    ctx: &WorkerContext,
+) -> Vec<Fate> {
+    let records: Vec<RecordIn<'_>> = batch
+        .iter()
+        .map(|m| RecordIn {
+            topic: m.topic(),
+            partition: m.partition(),
+            offset: m.offset(),
+            timestamp: m.timestamp().to_millis().unwrap_or(-1),
+            key: m.key(),
+            value: m.payload(),
+            headers: m
+                .headers()
+                .map(|h| h.iter().map(|h| (h.key, h.value)).collect())
+                .unwrap_or_default(),
+        })
+        .collect();
+    let pause = ctx.settings.on_transform_error == OnUnproducible::Pause;
+    let (fates, tallies) = chain::apply(chain, &records, pause);
+    let names: Vec<&str> = chain.iter().map(|l| l.name.as_str()).collect();
+    ctx.telemetry.transformed(&names, &tallies);
+    fates
 }
 
 /// Follows new routes: owned partitions take their new targets, and the subscription the

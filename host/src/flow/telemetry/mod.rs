@@ -6,8 +6,8 @@
 pub mod status;
 
 pub use status::{
-    AclSyncStatus, FlowStatus, Health, MemberStatus, Millis, PartitionStatus, Paused, Unreachable,
-    now_ms,
+    AclSyncStatus, FlowStatus, Health, LinkTally, MemberStatus, Millis, PartitionStatus, Paused,
+    TransformStatus, Unreachable, now_ms,
 };
 
 use crate::histogram::Histogram;
@@ -58,13 +58,19 @@ pub enum Counter {
     /// ACL sync steps that failed (a listing, a plugin call, a binding not created or not
     /// deleted); retried at the next pass.
     AclSyncFailures,
+    /// Records a record transform dropped (not mirrored, by design).
+    RecordsDropped,
+    /// Records a transform failed on that were skipped (`on_transform_error = "skip"`).
+    TransformFailuresSkipped,
+    /// Times a partition was paused at a record a transform failed on.
+    TransformFailuresPaused,
     /// Errors seen.
     Errors,
 }
 
 impl Counter {
     /// Every counter, in the order they are shown.
-    pub const ALL: [Counter; 19] = [
+    pub const ALL: [Counter; 22] = [
         Counter::Records,
         Counter::Bytes,
         Counter::OffsetSyncs,
@@ -83,6 +89,9 @@ impl Counter {
         Counter::AclsCreated,
         Counter::AclsDeleted,
         Counter::AclSyncFailures,
+        Counter::RecordsDropped,
+        Counter::TransformFailuresSkipped,
+        Counter::TransformFailuresPaused,
         Counter::Errors,
     ];
 
@@ -107,6 +116,9 @@ impl Counter {
             Counter::AclsCreated => "acls_created",
             Counter::AclsDeleted => "acls_deleted",
             Counter::AclSyncFailures => "acl_sync_failures",
+            Counter::RecordsDropped => "records_dropped",
+            Counter::TransformFailuresSkipped => "transform_failures_skipped",
+            Counter::TransformFailuresPaused => "transform_failures_paused",
             Counter::Errors => "errors",
         }
     }
@@ -149,6 +161,13 @@ impl Counter {
             }
             Counter::AclSyncFailures => {
                 "ACL sync steps that failed (listing, plugin call, a binding not created or deleted); retried next pass"
+            }
+            Counter::RecordsDropped => "Records a record transform dropped (not mirrored)",
+            Counter::TransformFailuresSkipped => {
+                "Records a record transform failed on, skipped (on_transform_error = skip)"
+            }
+            Counter::TransformFailuresPaused => {
+                "Times a partition was paused at a record a record transform failed on"
             }
             Counter::Errors => "Errors (Kafka, plugins), each also logged",
         }
@@ -263,6 +282,38 @@ impl FlowTelemetry {
     /// Updates the status under its lock.
     pub fn update(&self, f: impl FnOnce(&mut FlowStatus)) {
         f(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// What the record-transform chain `names` (in order) did with a batch: `tallies`, one
+    /// per link.
+    pub fn transformed(&self, names: &[&str], tallies: &[LinkTally]) {
+        let dropped: u64 = tallies.iter().map(|t| t.dropped).sum();
+        self.add(Counter::RecordsDropped, dropped);
+        self.update(|s| {
+            s.transforms.truncate(names.len());
+            for (position, (name, tally)) in names.iter().zip(tallies).enumerate() {
+                if s.transforms.len() <= position {
+                    s.transforms.push(TransformStatus {
+                        position,
+                        ..TransformStatus::default()
+                    });
+                }
+                let t = &mut s.transforms[position];
+                if t.name != *name {
+                    // Another plugin at this place (a reload of the config): counted afresh.
+                    *t = TransformStatus {
+                        position,
+                        name: name.to_string(),
+                        ..TransformStatus::default()
+                    };
+                }
+                t.kept += tally.kept;
+                t.dropped += tally.dropped;
+                t.rewritten += tally.rewritten;
+                t.failed += tally.failed;
+                t.batch_failures += u64::from(tally.batch_failed);
+            }
+        });
     }
 
     /// A copy of the status.

@@ -70,6 +70,40 @@ pub struct Unreachable {
     pub error: String,
 }
 
+/// What one link of a record-transform chain did with one batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkTally {
+    /// Records it kept unchanged.
+    pub kept: u64,
+    /// Records it dropped.
+    pub dropped: u64,
+    /// Records it rewrote.
+    pub rewritten: u64,
+    /// Records it failed on.
+    pub failed: u64,
+    /// Whether its batch call failed (the records were then asked about one by one).
+    pub batch_failed: bool,
+}
+
+/// One record transform of the flow's chain, as `/status` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TransformStatus {
+    /// Its place in the chain (0 first).
+    pub position: usize,
+    /// Its plugin (the file's name, or `builtin:NAME`).
+    pub name: String,
+    /// Records it kept unchanged.
+    pub kept: u64,
+    /// Records it dropped.
+    pub dropped: u64,
+    /// Records it rewrote.
+    pub rewritten: u64,
+    /// Records it failed on (a trap, a timeout, a malformed answer).
+    pub failed: u64,
+    /// Batch calls that failed (their records were then asked about one by one).
+    pub batch_failures: u64,
+}
+
 /// The last topic-ACL sync pass, as `/status` shows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct AclSyncStatus {
@@ -131,6 +165,9 @@ pub struct FlowStatus {
     pub unowned: Vec<String>,
     /// The last topic-ACL sync pass (on the leader; `None` before the first).
     pub last_acl_sync: Option<AclSyncStatus>,
+    /// The record-transform chain, in order: what each link did with the records of this
+    /// instance.
+    pub transforms: Vec<TransformStatus>,
     /// Liveness: each loop's last turn and how often it turns.
     #[serde(skip)]
     pub loops: BTreeMap<&'static str, (Instant, Duration)>,

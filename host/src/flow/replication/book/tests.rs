@@ -1,7 +1,7 @@
 //! The book driven like the data plane drives it: a simulated consumer (positions, pauses,
 //! seeks, assignments) and a simulated producer (records in flight per target partition,
 //! delivered in order per partition but in any order across partitions, refused now and
-//! then), with rebalances (graceful and lost), target switches, routing changes, purges
+//! then), records dropped by a transform or failing in one, with rebalances (graceful and lost), target switches, routing changes, purges
 //! after a fatal error (and the restart from stored progress), back-pressure, commits that
 //! fail, and time passing — in every order proptest finds.
 //!
@@ -49,6 +49,11 @@ fn settings(skip: bool) -> BookSettings {
     BookSettings {
         max_in_flight: 6,
         on_unproducible: if skip {
+            OnUnproducible::Skip
+        } else {
+            OnUnproducible::Pause
+        },
+        on_transform_error: if skip {
             OnUnproducible::Skip
         } else {
             OnUnproducible::Pause
@@ -178,6 +183,15 @@ impl Sim {
                     Refusal::Unproducible("too large".into()),
                     self.now,
                 ),
+                // A record transform dropped it: done, nothing produced.
+                4 => {
+                    self.book.dropped(key, offset);
+                    self.done.insert((tp.clone(), offset));
+                }
+                // A record transform failed on it.
+                5 => self
+                    .book
+                    .transform_failed(key, offset, "trapped".into(), self.now),
                 _ => {
                     self.book.sent(
                         key,
@@ -435,7 +449,7 @@ fn run(ops: &[(u8, u8, u8)], skip: bool) {
     let mut sim = Sim::new(skip);
     for &(op, a, b) in ops {
         match op % 16 {
-            0..=4 => sim.poll(a as usize, if b % 9 < 6 { 0 } else { b % 4 }),
+            0..=4 => sim.poll(a as usize, if b % 9 < 6 { 0 } else { b % 6 }),
             5..=8 => sim.deliver(a as usize, if b % 11 < 9 { 0 } else { 1 + b % 2 }),
             9 => sim.commit(b % 3 == 0),
             10 => sim.tick(u64::from(a) * 5),
