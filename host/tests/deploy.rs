@@ -335,7 +335,11 @@ fn the_image_precompiles_its_plugins_and_a_start_compiles_nothing() {
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert_eq!(out.matches(": compiled in ").count(), 2, "{out}");
     assert!(out.contains("(replication-policy) -> "), "{out}");
     assert_eq!(cached_entries(&image), 2);

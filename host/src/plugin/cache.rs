@@ -481,12 +481,19 @@ mod tests {
             .with_precompiled(Some(dir.path().join("image")));
         assert_eq!(cache.read("a").as_deref(), Some(&b"artefact of a"[..]));
         cache.write("b", b"artefact of b");
-        assert!(image.read("b").is_none(), "written to the cache, not the image");
+        assert!(
+            image.read("b").is_none(),
+            "written to the cache, not the image"
+        );
         assert_eq!(cache.read("b").as_deref(), Some(&b"artefact of b"[..]));
         // An entry of the image under the running cache's name is not authentic there:
         // each directory's entries are checked with its own secret.
         std::fs::copy(image.entry_path("a"), cache.entry_path("c")).unwrap();
-        assert!(ComponentCache::new(dir.path().join("run")).read("c").is_none());
+        assert!(
+            ComponentCache::new(dir.path().join("run"))
+                .read("c")
+                .is_none()
+        );
         // Its own entry wins over the image's.
         cache.write("a", b"recompiled a");
         assert_eq!(cache.read("a").as_deref(), Some(&b"recompiled a"[..]));
