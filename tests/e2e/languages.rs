@@ -20,7 +20,7 @@ fn build(project: &str, out: &Path, cache: &Path) -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../plugins")
         .join(project);
-    let (code, stdout, stderr) = kmirror_cli(&[
+    let mut args = vec![
         "--cache-dir",
         cache.to_str().unwrap(),
         "plugin",
@@ -28,7 +28,12 @@ fn build(project: &str, out: &Path, cache: &Path) -> PathBuf {
         source.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
-    ]);
+    ];
+    if project.ends_with("json-mask") {
+        // Checked with the configuration it runs with (`fields` is required).
+        args.extend(["--config", "fields=email"]);
+    }
+    let (code, stdout, stderr) = kmirror_cli(&args);
     assert_eq!(code, Some(0), "{project}:\n{stdout}\n{stderr}");
     assert!(
         stdout.contains("passed, 0 failed"),

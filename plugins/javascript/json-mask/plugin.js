@@ -4,7 +4,8 @@
 // an array on the way applies the rest of the path to each element) in JSON record values
 // with `mask` (default `***`). A value that is not JSON, or has none of the fields, passes
 // unchanged (counted as kept). The masked value is written back compactly (the Rust
-// `json_mask.wasm` keeps the value's text instead).
+// `json_mask.wasm` keeps the value's text instead); a value with an integer beyond 2^53
+// (which JavaScript cannot write back exactly) fails the transform (`on_transform_error`).
 //
 // Build: `kmirror plugin build`  Check: `kmirror plugin check json-mask.wasm`
 
@@ -21,14 +22,31 @@ function maskAt(node, path) {
   return maskAt(node[path[0]], path.slice(1));
 }
 
-function outcome(record) {
-  if (record.value === undefined || record.value === null || paths.length === 0) return { tag: "keep" };
-  let document;
+// Strict UTF-8 where the runtime has it: invalid bytes are not JSON.
+function decoder() {
   try {
-    document = JSON.parse(new TextDecoder().decode(record.value));
+    return new TextDecoder("utf-8", { fatal: true });
+  } catch (e) {
+    return new TextDecoder();
+  }
+}
+const utf8 = decoder();
+
+function outcome(record) {
+  if (record.value === undefined || record.value === null) return { tag: "keep" };
+  let document;
+  let unsafe = false;
+  try {
+    document = JSON.parse(utf8.decode(record.value), (key, value) => {
+      if (typeof value === "number" && Number.isInteger(value) && !Number.isSafeInteger(value)) unsafe = true;
+      return value;
+    });
   } catch (e) {
     return { tag: "keep" };
   }
+  // Written back, an integer beyond 2^53 would change: the record fails rather than be
+  // mirrored with other numbers (or unmasked).
+  if (unsafe) throw new Error("json-mask: a number beyond JavaScript's exact integers (2^53)");
   const masked = paths.map((p) => maskAt(document, p));
   if (!masked.some((x) => x)) return { tag: "keep" };
   const value = new TextEncoder().encode(JSON.stringify(document));
@@ -49,6 +67,7 @@ export const recordTransform = {
       } else if (key === "mask") m = val;
       else throw `json-mask: unknown key \`${key}\`; known keys: fields, mask`;
     }
+    if (next.length === 0) throw "json-mask: `fields` is required (comma-separated dotted paths)";
     paths = next;
     mask = m;
   },

@@ -14,6 +14,9 @@
 use kmirror_plugin_sdk::{Config, Configure, Outcome, Record, RecordTransform};
 use serde::de::IgnoredAny;
 
+/// How deep into arrays and objects fields are looked for (the value is otherwise copied).
+const MAX_DEPTH: usize = 64;
+
 /// Masks the values at `paths` with `mask`.
 pub struct JsonMask {
     paths: Vec<Vec<String>>,
@@ -24,6 +27,9 @@ pub struct JsonMask {
 impl Configure for JsonMask {
     fn configure(config: &Config) -> Result<Self, String> {
         config.check_keys("json-mask", &["fields", "mask"])?;
+        if config.get("fields").is_none_or(|f| f.trim().is_empty()) {
+            return Err("json-mask: `fields` is required (comma-separated dotted paths)".into());
+        }
         let mut paths = Vec::new();
         for field in config.get("fields").unwrap_or_default().split(',') {
             let field = field.trim();
@@ -69,7 +75,7 @@ impl JsonMask {
             paths: &self.paths,
             found: Vec::new(),
         };
-        scan.value(&mut Vec::new());
+        scan.value(&mut Vec::new(), 0);
         if scan.found.is_empty() {
             return None;
         }
@@ -104,8 +110,8 @@ impl Scan<'_> {
         }
     }
 
-    /// The value at the cursor, whose place is `path`.
-    fn value(&mut self, path: &mut Vec<String>) {
+    /// The value at the cursor, whose place is `path`, `depth` arrays and objects deep.
+    fn value(&mut self, path: &mut Vec<String>, depth: usize) {
         self.space();
         let start = self.at;
         if !path.is_empty() && self.paths.iter().any(|p| p == path) {
@@ -113,7 +119,9 @@ impl Scan<'_> {
             self.found.push((start, self.at));
             return;
         }
-        let wanted = |path: &Vec<String>| self.paths.iter().any(|p| p.starts_with(path));
+        let wanted = |path: &Vec<String>| {
+            depth < MAX_DEPTH && self.paths.iter().any(|p| p.starts_with(path))
+        };
         match self.peek() {
             b'{' if wanted(path) => {
                 self.at += 1;
@@ -131,7 +139,7 @@ impl Scan<'_> {
                     self.at += 1; // ':'
                     path.push(key);
                     if wanted(path) {
-                        self.value(path);
+                        self.value(path, depth + 1);
                     } else {
                         self.space();
                         self.skip();
@@ -151,7 +159,7 @@ impl Scan<'_> {
                         self.at += 1;
                         return;
                     }
-                    self.value(path);
+                    self.value(path, depth + 1);
                     self.space();
                     if self.peek() == b',' {
                         self.at += 1;
@@ -162,33 +170,38 @@ impl Scan<'_> {
         }
     }
 
-    /// Moves past the value at the cursor.
+    /// Moves past the value at the cursor (iteratively: any depth).
     fn skip(&mut self) {
-        match self.peek() {
-            b'"' => self.string(),
-            open @ (b'{' | b'[') => {
-                let close = if open == b'{' { b'}' } else { b']' };
-                self.at += 1;
-                loop {
-                    self.space();
-                    match self.peek() {
-                        c if c == close => {
-                            self.at += 1;
-                            return;
-                        }
-                        b',' | b':' => self.at += 1,
-                        0 => return,
-                        _ => self.skip(),
+        let mut open = 0usize;
+        loop {
+            self.space();
+            match self.peek() {
+                b'"' => self.string(),
+                b'{' | b'[' => {
+                    open += 1;
+                    self.at += 1;
+                    continue;
+                }
+                b'}' | b']' => {
+                    open = open.saturating_sub(1);
+                    self.at += 1;
+                }
+                b',' | b':' if open > 0 => {
+                    self.at += 1;
+                    continue;
+                }
+                0 => return,
+                _ => {
+                    while !matches!(
+                        self.peek(),
+                        b',' | b'}' | b']' | b':' | b' ' | b'\t' | b'\n' | b'\r' | 0
+                    ) {
+                        self.at += 1;
                     }
                 }
             }
-            _ => {
-                while !matches!(
-                    self.peek(),
-                    b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r' | 0
-                ) {
-                    self.at += 1;
-                }
+            if open == 0 {
+                return;
             }
         }
     }
@@ -214,6 +227,43 @@ kmirror_plugin_sdk::export_plugin!(record_transform: JsonMask);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deep_values_are_walked_without_recursion_and_fields_are_required() {
+        let deep = format!(
+            "{{\"a\": {}1{}, \"email\": \"x\"}}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert_eq!(
+            mask("email", &deep).map(|v| v.ends_with(r#""email": "***"}"#)),
+            Some(true),
+            "100,000 levels skipped without recursion"
+        );
+        let nested = format!(
+            "{{\"a\": {}{{\"email\": \"x\"}}{}}}",
+            "[".repeat(100),
+            "]".repeat(100)
+        );
+        assert_eq!(
+            mask("a.email", &nested),
+            None,
+            "deeper than looked for: kept"
+        );
+        let two = format!(
+            "{{\"skip\": {}1{}, \"email\": \"x\"}}",
+            "[".repeat(100),
+            "]".repeat(100)
+        );
+        assert!(mask("email", &two).unwrap().ends_with(r#""email": "***"}"#));
+        let empty: Config = Config::new();
+        assert!(
+            JsonMask::configure(&empty)
+                .err()
+                .unwrap()
+                .contains("`fields` is required")
+        );
+    }
 
     fn mask(fields: &str, value: &str) -> Option<String> {
         let config: Config = [("fields".to_string(), fields.to_string())]

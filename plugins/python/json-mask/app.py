@@ -3,8 +3,9 @@
 Replaces the values of `fields` (comma-separated dotted paths, e.g. `card.number,email`;
 an array on the way applies the rest of the path to each element) in JSON record values
 with `mask` (default `***`). A value that is not JSON, or has none of the fields, passes
-unchanged (counted as kept). The masked value is written back compactly (the Rust
-`json_mask.wasm` keeps the value's text instead).
+unchanged (counted as kept). The masked value is written back compactly, non-ASCII as
+escapes (the Rust `json_mask.wasm` keeps the value's text instead); a value nested too deep
+for Python's parser fails the transform (`on_transform_error`).
 
 Build: `kmirror plugin build`  Check: `kmirror plugin check json-mask.wasm`
 """
@@ -38,17 +39,23 @@ def mask_at(node: Any, path: List[str], mask: str) -> bool:
     return mask_at(node[path[0]], path[1:], mask)
 
 
+def not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def outcome(record: SourceRecord) -> Outcome:
-    if record.value is None or not SETTINGS["paths"]:
+    if record.value is None:
         return Outcome_Keep()
     try:
-        document = json.loads(record.value)
-    except ValueError:
+        document = json.loads(record.value, parse_constant=not_json)
+    except ValueError:  # not JSON (UnicodeDecodeError and JSONDecodeError included)
         return Outcome_Keep()
     masked = [mask_at(document, p, SETTINGS["mask"]) for p in SETTINGS["paths"]]
     if not any(masked):
         return Outcome_Keep()
-    value = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+    # ASCII with escapes: every string json.loads accepts (lone surrogates included) is
+    # written back as valid JSON.
+    value = json.dumps(document, separators=(",", ":"), ensure_ascii=True).encode("ascii")
     return Outcome_Rewrite(Rewritten(key=record.key, value=value, headers=record.headers))
 
 
@@ -68,6 +75,8 @@ class RecordTransform(exports.RecordTransform):
                 mask = value
             else:
                 raise Err(f"json-mask: unknown key `{key}`; known keys: fields, mask")
+        if not paths:
+            raise Err("json-mask: `fields` is required (comma-separated dotted paths)")
         SETTINGS["paths"], SETTINGS["mask"] = paths, mask
 
     def transform(self, records: List[SourceRecord]) -> List[Outcome]:

@@ -234,6 +234,12 @@ impl Book {
                 if p.progress.next().is_some_and(|n| offset < n) {
                     return Offer::Declined; // handed out again before a seek took effect
                 }
+                match p.awaiting {
+                    // Fetched before the seek back to a declined record took effect.
+                    Some(a) if offset > a => return Offer::Declined,
+                    Some(_) => p.awaiting = None,
+                    None => {}
+                }
                 p.key
             }
         };
@@ -258,16 +264,20 @@ impl Book {
     }
 
     /// The record at `offset` of partition `key` is not produced now: the partition reads
-    /// it again before it flows.
+    /// it again before it flows, and takes no later record before it.
     pub fn decline(&mut self, key: SlotKey, offset: i64) {
         if let Some(p) = self.table.get_mut(key) {
             p.rewind = first(p.rewind, offset);
+            p.awaiting = first(p.awaiting, offset);
             if !p.paused {
                 p.paused = true;
                 self.effects
                     .push(Effect::Pause(p.topic.clone(), p.partition));
             }
         }
+        // A partition that still flows (a record declined for itself: a transform's
+        // unasked record) is sought back now.
+        self.settle(key);
     }
 
     /// `record` of partition `key` was handed to the producer.

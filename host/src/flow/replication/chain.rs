@@ -3,10 +3,12 @@
 //! batch call that fails (a trap, a timeout, a malformed answer) is retried one record at a
 //! time, so only the records it fails on are failed; under `on_transform_error = "pause"` a
 //! partition's records after its first failed one are not asked about (its partition stops
-//! at that record anyway).
+//! at that record anyway), and past a time budget none is: those records are read again
+//! later, never produced untransformed.
 
 pub use crate::flow::telemetry::LinkTally;
 use crate::policy::{ChainLink, Outcome, RecordIn, Rewritten};
+use std::time::Instant;
 
 /// What becomes of one fetched record after the whole chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +40,7 @@ pub fn apply(
     chain: &[ChainLink],
     records: &[RecordIn<'_>],
     pause: bool,
+    deadline: Instant,
 ) -> (Vec<Fate>, Vec<LinkTally>) {
     let mut fates = vec![Fate::Keep; records.len()];
     let mut tallies = vec![LinkTally::default(); chain.len()];
@@ -48,7 +51,7 @@ pub fn apply(
         if live.is_empty() {
             break;
         }
-        let answers = ask(link, records, &fates, &live, pause, tally);
+        let answers = ask(link, records, &fates, &live, pause, deadline, tally);
         for (i, answer) in live.into_iter().zip(answers) {
             match answer {
                 Answer::Outcome(Outcome::Keep) => tally.kept += 1,
@@ -78,6 +81,7 @@ fn ask(
     fates: &[Fate],
     live: &[usize],
     pause: bool,
+    deadline: Instant,
     tally: &mut LinkTally,
 ) -> Vec<Answer> {
     let inputs: Vec<RecordIn<'_>> = live
@@ -88,15 +92,19 @@ fn ask(
         })
         .collect();
     match link.transform.transform(&inputs) {
-        Ok(outcomes) => return outcomes.into_iter().map(Answer::Outcome).collect(),
-        Err(_) => tally.batch_failed = true,
+        // Whatever the transform, one outcome per record or none is trusted.
+        Ok(outcomes) if outcomes.len() == inputs.len() => {
+            return outcomes.into_iter().map(Answer::Outcome).collect();
+        }
+        Ok(_) | Err(_) => tally.batch_failed = true,
     }
-    // One by one: only the records it fails on are failed.
+    // One by one: only the records it fails on are failed. Past the deadline the rest is
+    // read again later.
     let mut stopped: Vec<(&str, i32)> = Vec::new();
     inputs
         .iter()
         .map(|input| {
-            if stopped.contains(&(input.topic, input.partition)) {
+            if stopped.contains(&(input.topic, input.partition)) || Instant::now() >= deadline {
                 return Answer::Unasked;
             }
             let failed = match link.transform.transform(std::slice::from_ref(input)) {

@@ -98,6 +98,8 @@ pub struct Core {
     delivered: Vec<super::contexts::Delivered>,
     pub(super) records: u64,
     pub(super) bytes: u64,
+    /// Records a transform dropped, not yet counted in the telemetry.
+    pub(super) dropped: u64,
     pub(super) rebalances: u64,
     refreshed: HashMap<Arc<str>, Instant>,
 }
@@ -128,6 +130,7 @@ impl Core {
             delivered: Vec::new(),
             records: 0,
             bytes: 0,
+            dropped: 0,
             rebalances: 0,
             refreshed: HashMap::new(),
         }
@@ -199,6 +202,7 @@ impl Core {
             }
             Fate::Drop => {
                 self.book.dropped(key, up);
+                self.dropped += 1;
                 return Forwarded::Done;
             }
             Fate::Failed(reason) => {
@@ -487,6 +491,8 @@ impl Core {
     pub fn tick(&mut self, consumer: &Member, now: Instant) {
         self.telemetry
             .add(Counter::Records, std::mem::take(&mut self.records));
+        self.telemetry
+            .add(Counter::RecordsDropped, std::mem::take(&mut self.dropped));
         self.telemetry
             .add(Counter::Bytes, std::mem::take(&mut self.bytes));
         self.syncs.flush_delayed();

@@ -64,6 +64,8 @@ impl Core {
             .add(Counter::Records, std::mem::take(&mut self.records));
         self.telemetry
             .add(Counter::Bytes, std::mem::take(&mut self.bytes));
+        self.telemetry
+            .add(Counter::RecordsDropped, std::mem::take(&mut self.dropped));
         self.take_commits()
     }
 }

@@ -52,6 +52,10 @@ pub struct Partition {
     /// The source offset the consumer must read from again when the partition flows: the
     /// first record it handed out that was not taken.
     pub rewind: Option<i64>,
+    /// The first record handed out and not taken since the consumer last read from it:
+    /// until a record at or before it is handed out again, later records of the partition
+    /// (fetched before the seek back took effect) are not taken either.
+    pub awaiting: Option<i64>,
     /// Progress this instance is known to have mirrored before the assignment was lost:
     /// the first record below it is skipped forward to it.
     pub floor: Option<i64>,
@@ -75,6 +79,7 @@ impl Partition {
             retry: None,
             paused: false,
             rewind: None,
+            awaiting: None,
             floor: None,
             generation: -1,
             unstored_since: None,

@@ -19,11 +19,11 @@ use crate::flow::offset_syncs::OffsetSyncWriter;
 use crate::flow::offset_syncs::sender::SyncSender;
 use crate::flow::telemetry::FlowTelemetry;
 use crate::kafka::Cluster;
-use crate::kafka::clients::group_generation;
+use crate::kafka::clients::{group_generation, headers_of};
 use crate::policy::{ChainLink, RecordIn};
 use rdkafka::TopicPartitionList;
 use rdkafka::consumer::{CommitMode, Consumer};
-use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::message::{BorrowedMessage, Message};
 use std::collections::VecDeque;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -39,6 +39,12 @@ const HOLD_BEFORE_PAUSE: Duration = Duration::from_secs(2);
 const REPORTS_EVERY: u32 = 256;
 /// Records at most in one batch through the record-transform chain.
 const MAX_BATCH: usize = 500;
+/// Key and value bytes at most in one batch (far below a plugin's memory limit).
+const MAX_BATCH_BYTES: usize = 4 << 20;
+/// How long the chain may spend on one batch: a batch call that failed is asked again
+/// record by record, and each call may run to its deadline; past this the rest of the batch
+/// is read again later, so the group membership is served (its poll interval is 30 s).
+const CHAIN_BUDGET: Duration = Duration::from_secs(10);
 
 /// What one replicator run works with.
 pub struct WorkerContext {
@@ -309,10 +315,10 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
             if now.duration_since(since) >= HOLD_BEFORE_PAUSE {
                 // It lasts: the records are read again later (and transformed again), and
                 // nothing flows until there is room.
+                c.set_backpressure(&consumer, true);
                 for (msg, _) in pending.drain(..) {
                     c.decline(&consumer, &msg);
                 }
-                c.set_backpressure(&consumer, true);
                 held_since = None;
             }
             break;
@@ -365,9 +371,10 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
 }
 
 /// The next records: the first waits up to [`POLL`]; with a transform chain, what the
-/// consumer has fetched already follows, up to [`MAX_BATCH`] records — but never across a
-/// rebalance (a partition revoked and assigned again must not see records of its previous
-/// assignment offered to the new one).
+/// consumer has fetched already follows, up to [`MAX_BATCH`] records or
+/// [`MAX_BATCH_BYTES`] — but never across a rebalance (a partition revoked and assigned
+/// again must not see records of its previous assignment offered to the new one; `poll`
+/// returns nothing on a rebalance event, and the count of rebalances is checked too).
 fn fetch<'c>(
     consumer: &'c Member,
     core: &Shared,
@@ -377,9 +384,13 @@ fn fetch<'c>(
     let mut batch = Vec::new();
     let rebalances = if batched { core.lock().rebalances } else { 0 };
     let mut wait = POLL;
-    while batch.len() < if batched { MAX_BATCH } else { 1 } {
+    let mut bytes = 0;
+    while batch.len() < if batched { MAX_BATCH } else { 1 } && bytes < MAX_BATCH_BYTES {
         match consumer.poll(wait) {
-            Some(Ok(msg)) => batch.push(msg),
+            Some(Ok(msg)) => {
+                bytes += msg.payload_len() + msg.key().map_or(0, <[u8]>::len);
+                batch.push(msg);
+            }
             Some(Err(e)) => ctx.telemetry.note_error("consume", "kafka", &e),
             None => break,
         }
@@ -397,23 +408,23 @@ fn transformed(
     batch: &[BorrowedMessage<'_>],
     ctx: &WorkerContext,
 ) -> Vec<Fate> {
+    let headers: Vec<_> = batch.iter().map(|m| headers_of(m)).collect();
     let records: Vec<RecordIn<'_>> = batch
         .iter()
-        .map(|m| RecordIn {
+        .zip(&headers)
+        .map(|(m, headers)| RecordIn {
             topic: m.topic(),
             partition: m.partition(),
             offset: m.offset(),
             timestamp: m.timestamp().to_millis().unwrap_or(-1),
             key: m.key(),
             value: m.payload(),
-            headers: m
-                .headers()
-                .map(|h| h.iter().map(|h| (h.key, h.value)).collect())
-                .unwrap_or_default(),
+            headers: headers.iter().map(|(k, v)| (k.as_ref(), *v)).collect(),
         })
         .collect();
     let pause = ctx.settings.on_transform_error == OnUnproducible::Pause;
-    let (fates, tallies) = chain::apply(chain, &records, pause);
+    let deadline = Instant::now() + CHAIN_BUDGET;
+    let (fates, tallies) = chain::apply(chain, &records, pause, deadline);
     let names: Vec<&str> = chain.iter().map(|l| l.name.as_str()).collect();
     ctx.telemetry.transformed(&names, &tallies);
     fates

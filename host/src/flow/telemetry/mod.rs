@@ -284,11 +284,10 @@ impl FlowTelemetry {
         f(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
-    /// What the record-transform chain `names` (in order) did with a batch: `tallies`, one
-    /// per link.
+    /// What the record-transform chain `names` (in order) answered for a batch: `tallies`,
+    /// one per link (a record read again — after back-pressure, a revocation, a paused
+    /// partition's retry — is asked, and counted, again).
     pub fn transformed(&self, names: &[&str], tallies: &[LinkTally]) {
-        let dropped: u64 = tallies.iter().map(|t| t.dropped).sum();
-        self.add(Counter::RecordsDropped, dropped);
         self.update(|s| {
             s.transforms.truncate(names.len());
             for (position, (name, tally)) in names.iter().zip(tallies).enumerate() {

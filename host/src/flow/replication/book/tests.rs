@@ -598,3 +598,61 @@ fn a_lost_partition_coming_back_skips_what_this_instance_mirrored() {
     );
     sim.check();
 }
+
+/// A record declined while its partition flows (a transform's unasked record, or a failed
+/// one offered while a seek was pending): the partition is sought back to it, and records
+/// after it that were fetched before the seek took effect are not taken — neither sent
+/// nor dropped — until it is read again (they were, and progress jumped past it).
+#[test]
+fn a_record_declined_while_its_partition_flows_holds_back_the_later_ones() {
+    let mut book = Book::new(settings(false));
+    book.set_routes(routes("b.orders", false, 1));
+    book.assign(&[("orders".to_string(), 0)], 1, |_, _| None);
+    book.take_effects();
+    let now = Instant::now();
+    let send = |book: &mut Book, offset: i64| match book.offer("orders", 0, offset) {
+        Offer::Send { key, .. } => key,
+        other => panic!("{offset}: {other:?}"),
+    };
+    for offset in 0..5 {
+        let key = send(&mut book, offset);
+        book.sent(
+            key,
+            InFlight {
+                upstream: offset,
+                timestamp: None,
+                sent: now,
+            },
+        );
+    }
+    let key = send(&mut book, 5);
+    book.decline(key, 5);
+    let effects = book.take_effects();
+    assert!(
+        effects.contains(&Effect::Seek("orders".into(), 0, 5)),
+        "sought back at once: {effects:?}"
+    );
+    // Fetched before the seek took effect: not taken, whatever the transform made of them.
+    assert_eq!(book.offer("orders", 0, 6), Offer::Declined);
+    assert_eq!(book.offer("orders", 0, 7), Offer::Declined);
+    // Read again from 5: 5 dropped by the transform, 6 sent.
+    let key = send(&mut book, 5);
+    book.dropped(key, 5);
+    let key = send(&mut book, 6);
+    book.sent(
+        key,
+        InFlight {
+            upstream: 6,
+            timestamp: None,
+            sent: now,
+        },
+    );
+    for _ in 0..6 {
+        book.delivered(key, Ok(0), now);
+    }
+    let committable = book
+        .partitions()
+        .next()
+        .and_then(|p| p.progress.committable());
+    assert_eq!(committable, Some(7), "0..5 acked, 5 dropped, 6 acked");
+}

@@ -25,6 +25,11 @@ impl RecordTransform for Scripted {
     }
 }
 
+/// A deadline far away.
+fn later() -> std::time::Instant {
+    std::time::Instant::now() + std::time::Duration::from_secs(600)
+}
+
 fn link(name: &str, rule: fn(&RecordIn<'_>) -> Outcome) -> (ChainLink, Arc<Scripted>) {
     let t = Arc::new(Scripted {
         rule,
@@ -80,7 +85,7 @@ fn each_link_is_called_once_per_batch_and_sees_what_the_previous_made() {
         }
     });
     let records = [record(0, 0, b"a"), record(0, 1, b"b"), record(1, 5, b"c")];
-    let (fates, tallies) = apply(&[drop_b, up, check], &records, true);
+    let (fates, tallies) = apply(&[drop_b, up, check], &records, true, later());
     assert_eq!(fates[0], Fate::Drop, "dropped by the third");
     assert_eq!(fates[1], Fate::Drop, "dropped by the first");
     match &fates[2] {
@@ -109,7 +114,7 @@ fn a_failed_batch_is_asked_again_record_by_record() {
         record(1, 0, b"c"),
     ];
     // Skip: only the poison record fails; every other record is transformed.
-    let (fates, tallies) = apply(std::slice::from_ref(&up), &records, false);
+    let (fates, tallies) = apply(std::slice::from_ref(&up), &records, false, later());
     assert!(
         matches!(&fates[1], Fate::Failed(why) if why.starts_with("upper: ")),
         "{fates:?}"
@@ -124,7 +129,7 @@ fn a_failed_batch_is_asked_again_record_by_record() {
     // Pause: the poison record's partition stops there, so its later records are not
     // asked about; other partitions go on.
     let (up, t) = link("upper", upper);
-    let (fates, _) = apply(std::slice::from_ref(&up), &records, true);
+    let (fates, _) = apply(std::slice::from_ref(&up), &records, true, later());
     assert!(matches!(fates[0], Fate::Rewrite(_)));
     assert!(matches!(fates[1], Fate::Failed(_)));
     assert_eq!(fates[2], Fate::Unasked, "after the failed one");
@@ -135,15 +140,55 @@ fn a_failed_batch_is_asked_again_record_by_record() {
 #[test]
 fn no_chain_keeps_everything_and_a_fully_dropped_batch_stops_early() {
     let records = [record(0, 0, b"a")];
-    let (fates, tallies) = apply(&[], &records, true);
+    let (fates, tallies) = apply(&[], &records, true, later());
     assert_eq!(fates, vec![Fate::Keep]);
     assert!(tallies.is_empty());
     let (all, _) = link("all", |_| Outcome::Drop);
     let (after, t) = link("after", |_| Outcome::Keep);
-    let (fates, _) = apply(&[all, after], &records, true);
+    let (fates, _) = apply(&[all, after], &records, true, later());
     assert_eq!(fates, vec![Fate::Drop]);
     assert!(
         t.calls.lock().unwrap().is_empty(),
         "nothing left to ask about"
     );
+}
+
+#[test]
+fn a_short_answer_is_not_trusted_and_past_the_deadline_nothing_is_asked() {
+    /// Answers one outcome too few for a batch (a native transform the host cannot check).
+    struct Short;
+    impl RecordTransform for Short {
+        fn transform(&self, records: &[RecordIn<'_>]) -> Result<Vec<Outcome>, PluginError> {
+            Ok(vec![
+                Outcome::Drop;
+                records
+                    .len()
+                    .saturating_sub(1)
+                    .max(usize::from(records.len() == 1))
+            ])
+        }
+    }
+    let short = ChainLink {
+        name: "short".into(),
+        transform: Arc::new(Short),
+    };
+    let records = [record(0, 0, b"a"), record(0, 1, b"b")];
+    let (fates, tallies) = apply(std::slice::from_ref(&short), &records, true, later());
+    assert_eq!(fates, vec![Fate::Drop, Fate::Drop], "asked one by one");
+    assert!(tallies[0].batch_failed);
+
+    let (up, t) = link("upper", upper);
+    let records = [record(0, 0, b"poison"), record(1, 0, b"b")];
+    let (fates, _) = apply(
+        std::slice::from_ref(&up),
+        &records,
+        false,
+        std::time::Instant::now(),
+    );
+    assert_eq!(
+        fates,
+        vec![Fate::Unasked, Fate::Unasked],
+        "read again later"
+    );
+    assert_eq!(*t.calls.lock().unwrap(), vec![2]);
 }
