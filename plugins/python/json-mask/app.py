@@ -47,7 +47,9 @@ def outcome(record: SourceRecord) -> Outcome:
     if record.value is None:
         return Outcome_Keep()
     try:
-        document = json.loads(record.value, parse_constant=not_json)
+        # Decoded here: json.loads would guess an encoding from the first bytes (UTF-16 or
+        # UTF-32 among them), which this Python does not carry.
+        document = json.loads(record.value.decode("utf-8"), parse_constant=not_json)
     except ValueError:  # not JSON (UnicodeDecodeError and JSONDecodeError included)
         return Outcome_Keep()
     masked = [mask_at(document, p, SETTINGS["mask"]) for p in SETTINGS["paths"]]

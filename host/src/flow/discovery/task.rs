@@ -17,6 +17,7 @@ use crate::flow::Routes;
 use crate::flow::plugins::FlowPlugins;
 use crate::flow::telemetry::{Counter, FlowTelemetry};
 use crate::kafka::{Creation, KafkaError, TopicSpec};
+use futures::FutureExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,8 +54,10 @@ pub async fn run<C: Clusters>(
     shutdown: CancellationToken,
 ) {
     let interval = ctx.interval;
+    let mut leader = ctx.leader.clone();
     let mut discovery = Discovery::new(ctx);
     loop {
+        let led = *leader.borrow_and_update();
         discovery.pass(&routes).await;
         discovery.ctx.telemetry.tick("discovery", interval);
         tokio::select! {
@@ -64,6 +67,9 @@ pub async fn run<C: Clusters>(
                 return;
             }
             _ = tokio::time::sleep(interval) => {}
+            // A new leader creates what followers could not route at once, not an interval
+            // later (at a first start this is most of the wait for the first record).
+            Ok(()) = leader.wait_for(|leads| *leads).map(|r| r.map(drop)), if !led => {}
         }
     }
 }

@@ -136,6 +136,58 @@ struct Harness {
     _leader: watch::Sender<bool>,
 }
 
+/// An instance elected while discovery waits for its next pass creates the target topics
+/// at once, not an interval (here an hour) later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_runs_a_pass_at_once() {
+    let fake = Arc::new(Fake::default());
+    *fake.source.lock().unwrap() = [("orders".to_string(), 2)].into();
+    *fake.configs.lock().unwrap() = Some(Ok(compacted()));
+    let (leader_tx, leader) = watch::channel(false);
+    let ctx = DiscoveryContext {
+        clusters: fake.clone(),
+        plugins: FlowPlugins::new(
+            crate::flow::testing::roles("default-policy", ".*"),
+            "primary",
+            "backup",
+            SyncsLocation::Source,
+        ),
+        interval: Duration::from_secs(3600),
+        replication_factor: None,
+        sync_topic_configs: Some(Duration::from_secs(600)),
+        telemetry: Arc::new(FlowTelemetry::new("primary->backup")),
+        policy_name: "default-policy".into(),
+        leader,
+        claims: TargetClaims::default(),
+    };
+    let telemetry = ctx.telemetry.clone();
+    let (routes, _) = watch::channel(Routes::new());
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(run(ctx, routes, stop.clone()));
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        let started = Instant::now();
+        while !done() {
+            assert!(started.elapsed() < Duration::from_secs(20), "{what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    until("the first pass, as a follower", || {
+        telemetry.status().last_discovery_ms.is_some()
+    })
+    .await;
+    assert!(
+        fake.created.lock().unwrap().is_empty(),
+        "a follower creates nothing"
+    );
+    leader_tx.send_replace(true);
+    until("the new leader's pass", || {
+        !fake.created.lock().unwrap().is_empty()
+    })
+    .await;
+    stop.cancel();
+    task.await.unwrap();
+}
+
 fn harness(source: &[(&str, i32)], claims: TargetClaims, flow: &str) -> Harness {
     let fake = Arc::new(Fake::default());
     *fake.source.lock().unwrap() = source.iter().map(|(t, p)| (t.to_string(), *p)).collect();
