@@ -80,7 +80,11 @@ fn status_shows_the_mirror_its_paused_partition_and_a_stopped_daemon() {
         // Settled: every partition owned here with its position known (just after a
         // rebalance a member owns a partition before it knows where it is).
         let settled = (0..3).all(|p| f["partitions"][&topic][p.to_string()]["position"] == 10);
-        (settled && f["health"]["state"] == "ok" && f["leader"] == true).then_some(())
+        let reported = f["instances"].as_array().is_some_and(|i| {
+            i.iter()
+                .any(|i| i["this"] == true && i["leader"] == true && i["partitions"] == 3)
+        });
+        (settled && reported && f["health"]["state"] == "ok" && f["leader"] == true).then_some(())
     });
     assert!(
         ok.is_some(),
@@ -98,6 +102,11 @@ fn status_shows_the_mirror_its_paused_partition_and_a_stopped_daemon() {
     assert!(
         out.contains(&format!("topic {topic} -> primary.{topic}, 3 partitions\n")),
         "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains(" (this) ") && l.split_whitespace().any(|c| c == "leader")),
+        "the instance table names this instance as the leader: {out}"
     );
     for p in 0..3 {
         let r = row(&out, &topic, p).unwrap_or_else(|| panic!("no row of {p} in\n{out}"));

@@ -151,6 +151,41 @@ fn render_flow(out: &mut String, flow: &Value, now_ms: i64) {
             one_line(reason.as_str().unwrap_or("?"))
         );
     }
+    let instances = flow["instances"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if !instances.is_empty() {
+        let mut rows = vec![cells([
+            "INSTANCE",
+            "HOST",
+            "ROLE",
+            "PARTITIONS",
+            "LAST-REPORT",
+        ])];
+        for i in instances {
+            let mut name = i["instance"].as_str().unwrap_or("?").to_string();
+            if i["this"].as_bool() == Some(true) {
+                name.push_str(" (this)");
+            }
+            rows.push(vec![
+                name,
+                i["host"].as_str().unwrap_or("?").to_string(),
+                if i["leader"].as_bool() == Some(true) {
+                    "leader"
+                } else {
+                    "member"
+                }
+                .to_string(),
+                num(&i["partitions"]),
+                i["reported_ms_ago"]
+                    .as_i64()
+                    .map_or("-".into(), |ms| format!("{} ago", human_ms(ms))),
+            ]);
+        }
+        out.push('\n');
+        write_table(out, "  ", &rows);
+    }
     for problem in flow["problems"].as_array().into_iter().flatten() {
         let _ = writeln!(
             out,
@@ -663,6 +698,30 @@ mod tests {
         assert_eq!(
             cols(lines[header + 2]),
             ["1", "json_mask.wasm", "40", "0", "50", "1", "1"]
+        );
+    }
+
+    #[test]
+    fn the_instances_show_who_leads_and_which_one_answers() {
+        let mut json = fixture();
+        json["flows"][0]["instances"] = json!([
+            { "instance": "a-1-x", "host": "a", "partitions": 6, "leader": true, "this": false, "reported_ms_ago": 1200 },
+            { "instance": "b-7-y", "host": "b", "partitions": 6, "leader": false, "this": true, "reported_ms_ago": 0 },
+        ]);
+        let (text, _) = render(&json, NOW);
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with("INSTANCE"))
+            .expect(&text);
+        let cols = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            cols(lines[header + 1]),
+            ["a-1-x", "a", "leader", "6", "1.2s", "ago"]
+        );
+        assert_eq!(
+            cols(lines[header + 2]),
+            ["b-7-y", "(this)", "b", "member", "6", "0ms", "ago"]
         );
     }
 

@@ -23,7 +23,7 @@
 pub mod rules;
 
 use super::Routes;
-use super::telemetry::FlowTelemetry;
+use super::telemetry::{FlowTelemetry, InstanceStatus};
 use crate::kafka::Cluster;
 use crate::kafka::internal::InternalWriter;
 use rdkafka::consumer::{Consumer, StreamConsumer};
@@ -117,7 +117,7 @@ pub async fn run(ctx: OwnershipContext, shutdown: CancellationToken) {
             },
             _ = tick.tick() => {
                 telemetry.tick("ownership", every);
-                let report = own_report(&telemetry, &me, &host);
+                let report = own_report(&telemetry, &me, &host, *ctx.leader.borrow());
                 let key = format!("{REPORT_PREFIX}{me}");
                 if let Ok(value) = serde_json::to_vec(&report) {
                     let sent = writer.send(key.as_bytes(), &value, None);
@@ -136,6 +136,20 @@ pub async fn run(ctx: OwnershipContext, shutdown: CancellationToken) {
                 leading = leads;
                 // This instance's own view needs no round trip.
                 ownership.report(report);
+                let now = crate::flow::telemetry::now_ms();
+                let instances = ownership
+                    .instances(now, limits)
+                    .into_iter()
+                    .map(|(instance, host, partitions, leader, ago_ms)| InstanceStatus {
+                        this: instance == me,
+                        instance,
+                        host,
+                        partitions,
+                        leader,
+                        reported_ms_ago: ago_ms,
+                    })
+                    .collect();
+                telemetry.update(|s| s.instances = instances);
                 if !leads {
                     telemetry.update(|s| s.unowned.clear());
                     warned = false;
@@ -204,7 +218,7 @@ fn control_reader(source: &Cluster, topic: &str) -> Result<StreamConsumer, Strin
     Ok(consumer)
 }
 
-fn own_report(telemetry: &FlowTelemetry, me: &str, host: &str) -> Report {
+fn own_report(telemetry: &FlowTelemetry, me: &str, host: &str, leader: bool) -> Report {
     let owned: BTreeMap<String, Vec<i32>> = telemetry
         .status()
         .partitions
@@ -216,5 +230,6 @@ fn own_report(telemetry: &FlowTelemetry, me: &str, host: &str) -> Report {
         host: host.to_string(),
         owned,
         at_ms: crate::flow::telemetry::now_ms(),
+        leader,
     }
 }

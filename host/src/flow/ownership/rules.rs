@@ -24,6 +24,9 @@ pub struct Report {
     pub owned: BTreeMap<String, Vec<i32>>,
     /// When it was made (ms since the epoch).
     pub at_ms: i64,
+    /// Whether the instance led the flow when it reported.
+    #[serde(default)]
+    pub leader: bool,
 }
 
 /// The leader's view of the group.
@@ -90,6 +93,32 @@ impl Ownership {
         if newer {
             self.reports.insert(report.instance.clone(), report);
         }
+    }
+
+    /// The instances with a report fresh at `now_ms`: (instance, host, partitions owned,
+    /// leading, ms since the report was made), by name.
+    pub fn instances(
+        &self,
+        now_ms: i64,
+        limits: Limits,
+    ) -> Vec<(String, String, usize, bool, i64)> {
+        let mut out: Vec<_> = self
+            .reports
+            .values()
+            .filter(|r| now_ms - r.at_ms <= limits.fresh_for)
+            .map(|r| {
+                let owned = r.owned.values().map(Vec::len).sum();
+                (
+                    r.instance.clone(),
+                    r.host.clone(),
+                    owned,
+                    r.leader,
+                    now_ms - r.at_ms,
+                )
+            })
+            .collect();
+        out.sort();
+        out
     }
 
     /// Forgets `instance`'s report (it stopped gracefully).
@@ -169,6 +198,7 @@ mod tests {
             host: "h".into(),
             owned: [("orders".to_string(), partitions.to_vec())].into(),
             at_ms,
+            leader: false,
         }
     }
 

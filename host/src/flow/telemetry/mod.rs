@@ -6,8 +6,8 @@
 pub mod status;
 
 pub use status::{
-    AclSyncStatus, FlowStatus, Health, LinkTally, MemberStatus, Millis, PartitionStatus, Paused,
-    TransformStatus, Unreachable, now_ms,
+    AclSyncStatus, FlowStatus, Health, InstanceStatus, LinkTally, MemberStatus, Millis,
+    PartitionStatus, Paused, TransformStatus, Unreachable, now_ms,
 };
 
 use crate::histogram::Histogram;

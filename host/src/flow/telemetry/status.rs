@@ -70,6 +70,23 @@ pub struct Unreachable {
     pub error: String,
 }
 
+/// One instance of a flow, as its last ownership report tells.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct InstanceStatus {
+    /// Its name (host, pid and a random part).
+    pub instance: String,
+    /// Its host.
+    pub host: String,
+    /// The partitions its replication tasks own.
+    pub partitions: usize,
+    /// Whether it leads the flow.
+    pub leader: bool,
+    /// Whether it is the instance answering.
+    pub this: bool,
+    /// How long ago its report arrived.
+    pub reported_ms_ago: i64,
+}
+
 /// What one link of a record-transform chain did with one batch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LinkTally {
@@ -163,6 +180,8 @@ pub struct FlowStatus {
     /// Mirrored partitions no instance has owned for longer than two session timeouts
     /// (`topic[partition]`; judged by the leader only).
     pub unowned: Vec<String>,
+    /// The flow's instances as their reports on the control topic tell (fresh ones only).
+    pub instances: Vec<InstanceStatus>,
     /// The last topic-ACL sync pass (on the leader; `None` before the first).
     pub last_acl_sync: Option<AclSyncStatus>,
     /// The record-transform chain, in order: what each link did with the records of this

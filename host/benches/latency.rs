@@ -1,0 +1,264 @@
+//! Seconds to the first record, on this broker (Tansu), with the real binary and default
+//! settings, each measured `REPS` times (default 3; median, min and max):
+//!
+//! - **start**: process start -> the first record of a preloaded topic on the target;
+//! - **new topic**: a topic created on the source of a running mirror (with `N` topics
+//!   mirrored already; `LATENCY_TOPICS`, default `100`) -> its first record on the target;
+//! - **restart**: one of three instances mirroring a 12-partition topic under load is
+//!   stopped gracefully and started again -> its first record mirrored again.
+//!
+//! Records are watched with a client that is not kmirror's.
+//! `scripts/bench.sh latency` (`REPS=n`, `LATENCY_TOPICS=100,10000`).
+
+#[path = "../../tests/e2e/support/mod.rs"]
+mod support;
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+use std::time::{Duration, Instant};
+use support::{Broker, Client, Feeder, Kmirror, config_file, free_addr, http_get};
+
+/// When the first record of `topic` (its `partitions`) arrives on `addr`, waiting at most
+/// `timeout`.
+fn first_record(addr: &str, topic: &str, partitions: i32, timeout: Duration) -> Option<Instant> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", support::unique("latency"))
+        .set("enable.auto.commit", "false")
+        .set("topic.metadata.refresh.interval.ms", "200")
+        .create()
+        .expect("reader");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .expect("tpl");
+    }
+    consumer.assign(&tpl).expect("assign");
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Some(Ok(_)) = consumer.poll(Duration::from_millis(20)) {
+            return Some(Instant::now());
+        }
+    }
+    None
+}
+
+fn flow(extra: &str) -> String {
+    format!(
+        "[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nreplication_factor = 1\n{extra}\n"
+    )
+}
+
+/// Process start -> first record on the target.
+fn start(rep: usize) -> f64 {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let src = Client::new(&primary.addr);
+    src.create_topic("preloaded", 4);
+    for i in 0..20_000 {
+        let v = format!("v{i}");
+        src.produce(
+            "preloaded",
+            i % 4,
+            v.as_bytes(),
+            v.as_bytes(),
+            &[],
+            1_700_000_000_000,
+        );
+    }
+    src.flush();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = config_file(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        dir.path(),
+        None,
+        &flow(""),
+    );
+    let started = Instant::now();
+    let k = Kmirror::start(&cfg, &dir.path().join(format!("start-{rep}.log")));
+    let at = first_record(
+        &backup.addr,
+        "primary.preloaded",
+        4,
+        Duration::from_secs(120),
+    )
+    .unwrap_or_else(|| panic!("no record in 120 s; log:\n{}", k.logs()));
+    drop(k);
+    (at - started).as_secs_f64()
+}
+
+/// A new topic -> its first record on the target, with `existing` topics mirrored.
+fn new_topic(existing: usize, reps: usize) -> Vec<f64> {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    let created = Instant::now();
+    for i in 0..existing {
+        src.create_topic(&format!("existing-{i}"), 1);
+        dst.create_topic(&format!("primary.existing-{i}"), 1);
+    }
+    println!(
+        "  {existing} topics on each side created in {:.1?}",
+        created.elapsed()
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let cfg = config_file(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        dir.path(),
+        Some(&status),
+        &flow(""),
+    );
+    let k = Kmirror::start(&cfg, &dir.path().join("new-topic.log"));
+    // Steady: every existing topic routed, a discovery pass since.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let mirrored = http_get(&status, "/status")
+            .and_then(|(_, s)| s["flows"][0]["mirrored"].as_object().map(|m| m.len()))
+            .unwrap_or(0);
+        if mirrored >= existing {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {mirrored} of {existing} routed; log:\n{}",
+            k.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    (0..reps)
+        .map(|rep| {
+            let topic = format!("new-{rep}");
+            let started = Instant::now();
+            src.create_topic(&topic, 1);
+            src.produce(&topic, 0, b"k", b"first", &[], 1_700_000_000_000);
+            src.flush();
+            let at = first_record(
+                &backup.addr,
+                &format!("primary.{topic}"),
+                1,
+                Duration::from_secs(120),
+            )
+            .unwrap_or_else(|| panic!("no record of {topic} in 120 s; log:\n{}", k.logs()));
+            (at - started).as_secs_f64()
+        })
+        .collect()
+}
+
+/// One of three instances stopped and started again -> its first record mirrored again.
+fn restart(reps: usize) -> Vec<f64> {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let src = Client::new(&primary.addr);
+    src.create_topic("load", 12);
+    let mut feeder = Feeder::start(&primary.addr, "load", 12, 2000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let statuses: Vec<String> = (0..3).map(|_| free_addr()).collect();
+    let config = |i: usize| -> std::path::PathBuf {
+        let d = dir.path().join(format!("i{i}"));
+        std::fs::create_dir_all(&d).expect("dir");
+        config_file(
+            &d,
+            &primary.addr,
+            &backup.addr,
+            &d,
+            Some(&statuses[i]),
+            &flow(""),
+        )
+    };
+    let records = |i: usize| -> u64 {
+        http_get(&statuses[i], "/status")
+            .and_then(|(_, s)| s["flows"][0]["records"].as_u64())
+            .unwrap_or(0)
+    };
+    let owned = |i: usize| -> usize {
+        http_get(&statuses[i], "/status")
+            .and_then(|(_, s)| {
+                s["flows"][0]["partitions"]["load"]
+                    .as_object()
+                    .map(|p| p.len())
+            })
+            .unwrap_or(0)
+    };
+    let log = |i: usize, rep: usize| dir.path().join(format!("i{i}-{rep}.log"));
+    let mut instances: Vec<Kmirror> = (0..3)
+        .map(|i| Kmirror::start(&config(i), &log(i, 0)))
+        .collect();
+    let settled = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        while (0..3).map(owned).sum::<usize>() != 12 || (0..3).any(|i| owned(i) == 0) {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: the partitions never settled"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    settled("at start");
+    let out = (0..reps)
+        .map(|rep| {
+            let i = rep % 3;
+            instances[i].stop();
+            let started = Instant::now();
+            instances[i] = Kmirror::start(&config(i), &log(i, rep + 1));
+            let deadline = started + Duration::from_secs(180);
+            while records(i) == 0 {
+                assert!(
+                    Instant::now() < deadline,
+                    "instance {i} never flowed again; log:\n{}",
+                    instances[i].logs()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let secs = started.elapsed().as_secs_f64();
+            settled("after the restart");
+            secs
+        })
+        .collect();
+    feeder.stop();
+    out
+}
+
+fn line(name: &str, v: &[f64]) {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "  {name:<44} median {:>6.2} s   min {:>6.2} s   max {:>6.2} s   ({} runs)",
+        s[s.len() / 2],
+        s[0],
+        s[s.len() - 1],
+        s.len()
+    );
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("latency: benchmark");
+        return;
+    }
+    let reps: usize = std::env::var("REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let topics: Vec<usize> = std::env::var("LATENCY_TOPICS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.parse().ok()).collect())
+        .unwrap_or_else(|| vec![100]);
+    println!("latency benchmark (Tansu, default settings, refresh_topics_interval 5 s):");
+    line(
+        "process start -> first record on the target",
+        &(0..reps).map(start).collect::<Vec<_>>(),
+    );
+    for n in topics {
+        line(
+            &format!("new topic -> first record ({n} topics mirrored)"),
+            &new_topic(n, reps),
+        );
+    }
+    line(
+        "restart of 1 of 3 instances -> flowing again",
+        &restart(reps),
+    );
+}
