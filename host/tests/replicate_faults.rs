@@ -3,6 +3,7 @@
 //! comes back, produce and commit requests fail, a record the target will not take, a stop
 //! while the target is down, and the internal-topic reader under continuous writes. The
 //! replicator runs in-process; records are checked with a plain rdkafka consumer.
+//! `RUST_LOG=kmirror=debug` shows the replicator's logs (a failing test prints them).
 
 use kmirror::config::StartOffset;
 use kmirror::flow::replication::{self, OnUnproducible, ReplicatorSettings};
@@ -158,6 +159,7 @@ fn start_transformed(
     assignment: Routes,
     roles: Option<replication::ChainSource>,
 ) -> Running {
+    logs();
     let (src, tgt) = (
         cluster("primary", source.bootstrap_servers()),
         cluster_with("backup", target.bootstrap_servers(), target_props),
@@ -181,6 +183,16 @@ fn start_transformed(
         telemetry,
         routes: tx,
         rejoin: rejoin_tx,
+    }
+}
+
+/// kmirror's logs, when `RUST_LOG` asks for them (e.g. `RUST_LOG=kmirror=debug`).
+fn logs() {
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .try_init();
     }
 }
 

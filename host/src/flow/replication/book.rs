@@ -477,12 +477,14 @@ impl Book {
             .collect()
     }
 
-    /// The progress of the partitions `keys`, to commit (e.g. before they are revoked).
+    /// The progress of the partitions `keys` not confirmed stored, to commit before they
+    /// are revoked: a commit taken earlier whose outcome is not known yet (or failed) is
+    /// not counted on.
     pub fn take_commits_of(&mut self, keys: &[SlotKey]) -> Vec<(Arc<str>, i32, i64)> {
         keys.iter()
             .filter_map(|k| {
                 let p = self.table.get_mut(*k)?;
-                let at = p.progress.take_commit()?;
+                let at = p.progress.take_unstored()?;
                 Some((p.topic.clone(), p.partition, at))
             })
             .collect()

@@ -11,7 +11,7 @@ use rdkafka::error::{KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::ProducerContext;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One delivery report: the partition's slot key and the target offset, or the error.
 #[derive(Debug, Clone, Copy)]
@@ -86,10 +86,47 @@ pub trait Rebalancing: Sized + Send + Sync + 'static {
     fn failed(&self, error: &rdkafka::error::KafkaError);
 }
 
+/// Whether a commit handed to the member's committer has yet to end, and a signal when it
+/// does. A revocation waits for it before committing the revoked partitions: a commit taken
+/// earlier (older offsets) that reached the coordinator after the revocation's would move
+/// the stored progress back, and the next owner would mirror that stretch again.
+#[derive(Default)]
+pub struct Committing {
+    running: Mutex<bool>,
+    ended: Condvar,
+}
+
+impl Committing {
+    /// A commit was handed over (`true`) or ended (`false`).
+    pub fn set(&self, running: bool) {
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = running;
+        if !running {
+            self.ended.notify_all();
+        }
+    }
+
+    /// Whether no commit is running.
+    pub fn idle(&self) -> bool {
+        !*self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until no commit runs, at most until `deadline`; whether none runs.
+    pub fn wait_idle(&self, deadline: Instant) -> bool {
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let (running, _) = self
+            .ended
+            .wait_timeout_while(running, timeout, |running| *running)
+            .unwrap_or_else(|e| e.into_inner());
+        !*running
+    }
+}
+
 /// The consumer group member's callbacks.
 pub struct Membership<H> {
     handler: Arc<H>,
     commits: Mutex<Vec<CommitOutcome>>,
+    committing: Committing,
 }
 
 impl<H: Rebalancing> Membership<H> {
@@ -98,6 +135,7 @@ impl<H: Rebalancing> Membership<H> {
         Membership {
             handler,
             commits: Mutex::new(Vec::new()),
+            committing: Committing::default(),
         }
     }
 
@@ -129,6 +167,11 @@ impl<H: Rebalancing> ConsumerContext for Membership<H> {
 }
 
 impl<H> Membership<H> {
+    /// Whether a commit runs on the member's committer.
+    pub fn committing(&self) -> &Committing {
+        &self.committing
+    }
+
     /// Records the outcome of a synchronous commit of `offsets` (a failure of the request
     /// fails every partition in it).
     pub fn record_commit(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {

@@ -116,6 +116,18 @@ impl Progress {
         Some(at)
     }
 
+    /// The committable offset if it is not confirmed stored, whether or not a commit of it
+    /// was taken (its outcome may not be known yet); remembers it as committed. For the
+    /// last commit of a partition about to go.
+    pub fn take_unstored(&mut self) -> Option<i64> {
+        let at = self.committable()?;
+        if self.stored.is_some_and(|s| s >= at) {
+            return None;
+        }
+        self.committed = Some(at);
+        Some(at)
+    }
+
     /// A commit of `offset` failed: it is tried again with the next one.
     pub fn commit_failed(&mut self, offset: i64) {
         if self.committed == Some(offset) {
@@ -222,6 +234,20 @@ mod tests {
         assert_eq!(p.take_commit(), Some(5));
         p.commit_failed(5);
         assert_eq!(p.take_commit(), Some(5));
+    }
+
+    #[test]
+    fn a_partition_about_to_go_commits_what_is_not_confirmed_stored() {
+        let mut p = Progress::new();
+        p.skipped(4);
+        // The committer took 5; its outcome is not known yet (it failed: a rebalance).
+        assert_eq!(p.take_commit(), Some(5));
+        assert_eq!(p.take_commit(), None, "taken already");
+        assert_eq!(p.take_unstored(), Some(5), "not confirmed: committed again");
+        p.commit_succeeded(5);
+        assert_eq!(p.take_unstored(), None, "stored");
+        p.skipped(5);
+        assert_eq!(p.take_unstored(), Some(6));
     }
 
     proptest! {

@@ -56,10 +56,15 @@ impl Core {
             while Instant::now() < deadline && self.book.in_flight_of(&keys) > 0 {
                 self.poll_producer(consumer, Duration::from_millis(10));
             }
+            // A commit the committer took earlier (older offsets) must not reach the
+            // coordinator after this one, and its outcome decides what is still unstored.
+            consumer.context().committing().wait_idle(deadline);
+            self.committed(consumer.context().take_commits());
             let commits = self.book.take_commits_of(&keys);
             if !commits.is_empty() {
                 let tpl = offsets_tpl(&commits);
                 let result = consumer.commit(&tpl, CommitMode::Sync);
+                tracing::debug!(flow = %self.settings.flow, result = ?result, offsets = ?tpl, "revoked partitions' progress committed");
                 consumer.context().record_commit(result, &tpl);
                 // Recorded before the partitions go, so the outcome still finds them.
                 self.committed(consumer.context().take_commits());

@@ -26,7 +26,7 @@ use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
 use std::collections::VecDeque;
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -76,54 +76,38 @@ pub struct WorkerContext {
 
 /// Commits progress through the group member on its own thread, one commit at a time, so
 /// a slow or missing group coordinator never stalls the data plane. Outcomes go to the
-/// member's context, where the loop picks them up.
+/// member's context, where the loop picks them up; whether one runs is kept there too
+/// (`contexts::Committing`), where a revocation waits for it.
 struct Committer {
     tx: Option<mpsc::Sender<TopicPartitionList>>,
-    busy: Arc<Busy>,
+    consumer: Arc<Member>,
     thread: Option<std::thread::JoinHandle<()>>,
-}
-
-/// Whether a commit is running, and a signal when one ends.
-#[derive(Default)]
-struct Busy {
-    running: Mutex<bool>,
-    ended: Condvar,
-}
-
-impl Busy {
-    fn set(&self, running: bool) {
-        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = running;
-        if !running {
-            self.ended.notify_all();
-        }
-    }
 }
 
 impl Committer {
     fn start(consumer: Arc<Member>, flow: &str) -> Committer {
         let (tx, rx) = mpsc::channel::<TopicPartitionList>();
-        let busy = Arc::new(Busy::default());
-        let flag = busy.clone();
+        let member = consumer.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("kmirror-commit-{flow}"))
             .spawn(move || {
                 while let Ok(tpl) = rx.recv() {
-                    let result = consumer.commit(&tpl, CommitMode::Sync);
-                    consumer.context().record_commit(result, &tpl);
-                    flag.set(false);
+                    let result = member.commit(&tpl, CommitMode::Sync);
+                    member.context().record_commit(result, &tpl);
+                    member.context().committing().set(false);
                 }
             });
         match spawned {
             Ok(thread) => Committer {
                 tx: Some(tx),
-                busy,
+                consumer,
                 thread: Some(thread),
             },
             Err(e) => {
                 tracing::error!(flow, error = %e, "cannot start the committer thread; progress is stored at the stop only");
                 Committer {
                     tx: None,
-                    busy,
+                    consumer,
                     thread: None,
                 }
             }
@@ -140,26 +124,20 @@ impl Committer {
     }
 
     fn idle(&self) -> bool {
-        !*self.busy.running.lock().unwrap_or_else(|e| e.into_inner())
+        self.consumer.context().committing().idle()
     }
 
     /// Waits until no commit runs, at most until `deadline`; whether none runs.
     fn wait_idle(&self, deadline: Instant) -> bool {
-        let running = self.busy.running.lock().unwrap_or_else(|e| e.into_inner());
-        let timeout = deadline.saturating_duration_since(Instant::now());
-        let (running, _) = self
-            .busy
-            .ended
-            .wait_timeout_while(running, timeout, |running| *running)
-            .unwrap_or_else(|e| e.into_inner());
-        !*running
+        self.consumer.context().committing().wait_idle(deadline)
     }
 
     fn commit(&self, tpl: TopicPartitionList) {
         if let Some(tx) = &self.tx {
-            self.busy.set(true);
+            let committing = self.consumer.context().committing();
+            committing.set(true);
             if tx.send(tpl).is_err() {
-                self.busy.set(false);
+                committing.set(false);
             }
         }
     }
