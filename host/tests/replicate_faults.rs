@@ -685,6 +685,69 @@ async fn a_partition_handed_over_is_drained_and_committed_first() {
     );
 }
 
+/// A graceful stop stores every partition's progress even when the last commit the loop
+/// handed over is refused and its outcome comes in during the stop (the stop committed only
+/// what had moved since that commit was taken: nothing, so a restart mirrored the stretch
+/// again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_stores_what_a_refused_commit_left_unstored() {
+    let (source, target) = mocks();
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || produce(&servers, "orders", 0..1000))
+        .await
+        .expect("produce");
+    let running = start(&source, &target);
+    let servers = source.bootstrap_servers();
+    wait_until("the progress stored", Duration::from_secs(60), || {
+        let c = committed_progress(&servers);
+        c.get(&0) == Some(&500) && c.get(&1) == Some(&500)
+    })
+    .await;
+    // From now on every commit is refused, its answer 2 s in coming.
+    source
+        .broker_round_trip_time(1, Duration::from_secs(2))
+        .expect("rtt");
+    source.request_errors(
+        RDKafkaApiKey::OffsetCommit,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS; 1000],
+    );
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || produce(&servers, "orders", 1000..1200))
+        .await
+        .expect("produce");
+    let t = target.bootstrap_servers();
+    tokio::task::spawn_blocking(move || {
+        let seen = count_ids(&t, "primary.orders", 1200, Duration::from_secs(60));
+        assert_eq!(seen.len(), 1200, "every record mirrored");
+    })
+    .await
+    .expect("read");
+    // Two more refusals: the second was of a commit taken after every record was acked.
+    let failures = running.telemetry.count(Counter::CommitFailures);
+    wait_until("two commits refused", Duration::from_secs(60), || {
+        running.telemetry.count(Counter::CommitFailures) >= failures + 2
+    })
+    .await;
+    // The same progress is handed over again within a flush interval (200 ms) and refused
+    // 2 s later: the stop comes inside that window, once commits are no longer refused.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    source.clear_request_errors(RDKafkaApiKey::OffsetCommit);
+    running.shutdown.cancel();
+    running.task.await.expect("join").expect("a clean stop");
+    source
+        .broker_round_trip_time(1, Duration::ZERO)
+        .expect("rtt");
+    let servers = source.bootstrap_servers();
+    let stored = tokio::task::spawn_blocking(move || committed_progress(&servers))
+        .await
+        .expect("read");
+    assert_eq!(
+        stored,
+        [(0, 600), (1, 600)].into(),
+        "the stop stored every record mirrored"
+    );
+}
+
 /// The stored progress of `topic`'s `partitions` in kmirror's progress group.
 fn committed_of(servers: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
     let c: BaseConsumer = ClientConfig::new()

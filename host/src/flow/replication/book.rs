@@ -477,6 +477,17 @@ impl Book {
             .collect()
     }
 
+    /// The progress of every partition not confirmed stored, for the last commit of a stop.
+    pub fn take_unstored(&mut self) -> Vec<(Arc<str>, i32, i64)> {
+        self.table
+            .iter_mut()
+            .filter_map(|p| {
+                let at = p.progress.take_unstored()?;
+                Some((p.topic.clone(), p.partition, at))
+            })
+            .collect()
+    }
+
     /// The progress of the partitions `keys` not confirmed stored, to commit before they
     /// are revoked: a commit taken earlier whose outcome is not known yet (or failed) is
     /// not counted on.

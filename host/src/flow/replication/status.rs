@@ -2,7 +2,7 @@
 //! how long their progress has gone unstored), and its graceful stop's drain.
 
 use super::book::Book;
-use super::core::{Core, Member};
+use super::core::{Core, Member, offsets_tpl};
 use crate::flow::telemetry::{Counter, MemberStatus, PartitionStatus};
 use crate::kafka::clients::{cached_watermarks, group_generation};
 use rdkafka::TopicPartitionList;
@@ -50,8 +50,8 @@ impl Core {
     }
 
     /// A graceful stop: waits until `deadline` for the records in flight and the offset
-    /// syncs; returns the progress to commit.
-    pub fn drain(&mut self, consumer: &Member, deadline: Instant) -> Option<TopicPartitionList> {
+    /// syncs.
+    pub fn drain(&mut self, consumer: &Member, deadline: Instant) {
         while self.book.in_flight() > 0 && Instant::now() < deadline {
             self.poll_producer(consumer, Duration::from_millis(20));
         }
@@ -66,6 +66,13 @@ impl Core {
             .add(Counter::Bytes, std::mem::take(&mut self.bytes));
         self.telemetry
             .add(Counter::RecordsDropped, std::mem::take(&mut self.dropped));
-        self.take_commits()
+    }
+
+    /// The last commit of a stop: every partition's progress not confirmed stored (a
+    /// commit taken earlier may have failed). Taken once no commit runs and its outcome
+    /// was taken in.
+    pub fn take_final_commits(&mut self) -> Option<TopicPartitionList> {
+        let commits = self.book.take_unstored();
+        (!commits.is_empty()).then(|| offsets_tpl(&commits))
     }
 }

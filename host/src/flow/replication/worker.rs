@@ -442,13 +442,18 @@ fn resubscribe(
 /// and progress committed, all within `timeout`; then the group is left.
 fn stop(consumer: &Member, core: &Shared, committer: &Committer, timeout: Duration) {
     let deadline = Instant::now() + timeout;
-    let pending = core.lock().drain(consumer, deadline);
-    // A commit still running finishes first; then the last one.
+    core.lock().drain(consumer, deadline);
+    // A commit still running finishes first, and its outcome is taken in; then the last
+    // one: every partition's progress not confirmed stored.
     committer.wait_idle(deadline);
+    let pending = {
+        let mut c = core.lock();
+        c.committed(consumer.context().take_commits());
+        c.take_final_commits()
+    };
     let Some(tpl) = pending else {
         return;
     };
-    // Not-yet-confirmed commits from the loop are resent with the final positions.
     committer.commit(tpl);
     let confirmed = committer.wait_idle(deadline);
     core.lock().committed(consumer.context().take_commits());
