@@ -13,7 +13,8 @@
 //! median of `REPS` (default 3) runs, interleaved: records/s in steady state, CPU seconds,
 //! peak RSS, and the ratio to no transform.
 //!
-//! `scripts/bench.sh transforms` (`RECORDS=n`, default 100000; `REPS=n`).
+//! `scripts/bench.sh transforms` (`RECORDS=n`, default 100000; `REPS=n`; `PERF_OUT=path`: a
+//! CPU profile of kmirror per run, `path.<contender>.<run>`).
 
 mod common;
 #[path = "../../tests/e2e/support/mod.rs"]
@@ -201,7 +202,10 @@ fn main() {
                 &plugins,
                 &cache,
                 &chain(plugin, mask),
-                None,
+                // A CPU profile of each run (linux-perf): PERF_OUT=/tmp/tf.perf.
+                std::env::var("PERF_OUT")
+                    .ok()
+                    .map(|out| format!("{out}.{i}.{rep}")),
             );
             runs[i].push(run);
         }
