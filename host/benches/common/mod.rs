@@ -89,16 +89,19 @@ pub fn run_kmirror(
         .stderr(Stdio::null())
         .spawn()
         .expect("kmirror");
-    // A CPU profile of kmirror during the run (perf, from Debian's linux-perf).
-    let perf = profile.map(|out| {
+    // A CPU profile of kmirror in steady state (perf, from Debian's linux-perf), attached
+    // once the first tenth is copied: `perf record -p` samples only the threads that exist
+    // when it attaches, and the replication threads start after the group assignment.
+    let mut perf: Option<std::process::Child> = None;
+    let attach = |pid: u32, out: &str| {
         Command::new("perf")
-            .args(["record", "-F", "999", "-g", "-o", &out, "-p"])
-            .arg(child.id().to_string())
+            .args(["record", "-F", "999", "-g", "-o", out, "-p"])
+            .arg(pid.to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("perf")
-    });
+    };
     let records = || {
         http_get(&status, "/status")
             .and_then(|(_, s)| {
@@ -115,6 +118,9 @@ pub fn run_kmirror(
         let done = records();
         if done >= n / 10 {
             first.get_or_insert_with(Instant::now);
+            if perf.is_none() {
+                perf = profile.as_deref().map(|out| attach(child.id(), out));
+            }
         }
         sample = usage(child.id());
         if done >= n {
