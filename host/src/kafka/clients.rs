@@ -126,35 +126,34 @@ pub fn cached_watermarks<C: ClientContext>(
 /// it) is given with U+FFFD replacements: rdkafka's own accessor panics on it.
 pub fn headers_of<'m>(
     msg: &'m rdkafka::message::BorrowedMessage<'_>,
-) -> Vec<(std::borrow::Cow<'m, str>, Option<&'m [u8]>)> {
+) -> impl Iterator<Item = (std::borrow::Cow<'m, str>, Option<&'m [u8]>)> + 'm {
     use rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR;
     let mut headers = std::ptr::null_mut();
     // SAFETY: the message pointer is valid while `msg` is borrowed; librdkafka only writes
     // the out-parameter, a pointer to headers the message owns.
     let err = unsafe { rdkafka_sys::rd_kafka_message_headers(msg.ptr(), &mut headers) };
-    if err != RD_KAFKA_RESP_ERR_NO_ERROR || headers.is_null() {
-        return Vec::new();
-    }
-    // SAFETY: `headers` is the message's, valid while it is.
-    let count = unsafe { rdkafka_sys::rd_kafka_header_cnt(headers) };
-    (0..count)
-        .filter_map(|idx| {
-            let (mut name, mut value, mut size) = (std::ptr::null(), std::ptr::null(), 0usize);
-            // SAFETY: as above; librdkafka only writes the three out-parameters, pointing
-            // into the message, which outlives 'm.
-            let err = unsafe {
-                rdkafka_sys::rd_kafka_header_get_all(headers, idx, &mut name, &mut value, &mut size)
-            };
-            if err != RD_KAFKA_RESP_ERR_NO_ERROR || name.is_null() {
-                return None;
-            }
-            // SAFETY: a NUL-terminated name and `size` bytes of value, both the message's.
-            let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy();
-            let value = (!value.is_null())
-                .then(|| unsafe { std::slice::from_raw_parts(value.cast::<u8>(), size) });
-            Some((name, value))
-        })
-        .collect()
+    let count = if err != RD_KAFKA_RESP_ERR_NO_ERROR || headers.is_null() {
+        0
+    } else {
+        // SAFETY: `headers` is the message's, valid while it is.
+        unsafe { rdkafka_sys::rd_kafka_header_cnt(headers) }
+    };
+    (0..count).filter_map(move |idx| {
+        let (mut name, mut value, mut size) = (std::ptr::null(), std::ptr::null(), 0usize);
+        // SAFETY: as above; librdkafka only writes the three out-parameters, pointing
+        // into the message, which outlives 'm.
+        let err = unsafe {
+            rdkafka_sys::rd_kafka_header_get_all(headers, idx, &mut name, &mut value, &mut size)
+        };
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR || name.is_null() {
+            return None;
+        }
+        // SAFETY: a NUL-terminated name and `size` bytes of value, both the message's.
+        let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy();
+        let value = (!value.is_null())
+            .then(|| unsafe { std::slice::from_raw_parts(value.cast::<u8>(), size) });
+        Some((name, value))
+    })
 }
 
 /// The generation of the consumer group `consumer` last joined, if it is in one.

@@ -8,6 +8,7 @@
 
 pub use crate::flow::telemetry::LinkTally;
 use crate::policy::{ChainLink, Outcome, RecordIn, Rewritten};
+use std::borrow::Cow;
 use std::time::Instant;
 
 /// What becomes of one fetched record after the whole chain.
@@ -84,13 +85,20 @@ fn ask(
     deadline: Instant,
     tally: &mut LinkTally,
 ) -> Vec<Answer> {
-    let inputs: Vec<RecordIn<'_>> = live
-        .iter()
-        .map(|i| match &fates[*i] {
-            Fate::Rewrite(r) => r.over(&records[*i]),
-            _ => records[*i].clone(),
-        })
-        .collect();
+    // Each record as the chain so far left it; the whole batch untouched (the first link,
+    // or none before it dropped or rewrote anything) is handed over as it is.
+    let untouched =
+        live.len() == records.len() && !fates.iter().any(|f| matches!(f, Fate::Rewrite(_)));
+    let inputs: Cow<'_, [RecordIn<'_>]> = if untouched {
+        Cow::Borrowed(records)
+    } else {
+        live.iter()
+            .map(|i| match &fates[*i] {
+                Fate::Rewrite(r) => r.over(&records[*i]),
+                _ => records[*i].clone(),
+            })
+            .collect()
+    };
     match link.transform.transform(&inputs) {
         // Whatever the transform, one outcome per record or none is trusted.
         Ok(outcomes) if outcomes.len() == inputs.len() => {

@@ -386,18 +386,33 @@ fn transformed(
     batch: &[BorrowedMessage<'_>],
     ctx: &WorkerContext,
 ) -> Vec<Fate> {
-    let headers: Vec<_> = batch.iter().map(|m| headers_of(m)).collect();
+    // The batch's headers in one vector (their names are borrowed from it), and how many
+    // each record has.
+    let mut headers = Vec::new();
+    let counts: Vec<usize> = batch
+        .iter()
+        .map(|m| {
+            let before = headers.len();
+            headers.extend(headers_of(m));
+            headers.len() - before
+        })
+        .collect();
+    let mut rest = headers.as_slice();
     let records: Vec<RecordIn<'_>> = batch
         .iter()
-        .zip(&headers)
-        .map(|(m, headers)| RecordIn {
-            topic: m.topic(),
-            partition: m.partition(),
-            offset: m.offset(),
-            timestamp: m.timestamp().to_millis().unwrap_or(-1),
-            key: m.key(),
-            value: m.payload(),
-            headers: headers.iter().map(|(k, v)| (k.as_ref(), *v)).collect(),
+        .zip(counts)
+        .map(|(m, count)| {
+            let (mine, after) = rest.split_at(count);
+            rest = after;
+            RecordIn {
+                topic: m.topic(),
+                partition: m.partition(),
+                offset: m.offset(),
+                timestamp: m.timestamp().to_millis().unwrap_or(-1),
+                key: m.key(),
+                value: m.payload(),
+                headers: mine.iter().map(|(k, v)| (k.as_ref(), *v)).collect(),
+            }
         })
         .collect();
     let pause = ctx.settings.on_transform_error == OnUnproducible::Pause;
