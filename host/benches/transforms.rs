@@ -14,7 +14,8 @@
 //! peak RSS, and the ratio to no transform.
 //!
 //! `scripts/bench.sh transforms` (`RECORDS=n`, default 100000; `REPS=n`; `PERF_OUT=path`: a
-//! CPU profile of kmirror per run, `path.<contender>.<run>`).
+//! CPU profile of kmirror per run, `path.<contender>.<run>`; `ONLY=text`: no transform and
+//! the contenders whose name contains `text`, e.g. `ONLY=Rust`).
 
 mod common;
 #[path = "../../tests/e2e/support/mod.rs"]
@@ -79,7 +80,7 @@ fn kmirror(cache: &Path, args: &[&str]) {
 
 /// The plugin directory of the runs: the built Rust plugins, and the Python and JavaScript
 /// ones built now, all compiled into `cache`.
-fn plugins(dir: &Path, cache: &Path) -> PathBuf {
+fn plugins(dir: &Path, cache: &Path, languages: &[(&str, &str)]) -> PathBuf {
     let plugins = dir.join("plugins.d");
     std::fs::create_dir_all(&plugins).expect("plugins dir");
     let built = support::plugins_dir();
@@ -92,7 +93,7 @@ fn plugins(dir: &Path, cache: &Path) -> PathBuf {
         std::fs::copy(built.join(f), plugins.join(f)).expect("copy");
     }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for (lang, out) in [("python", "py"), ("javascript", "js")] {
+    for &(lang, out) in languages {
         let project = repo.join(format!("plugins/{lang}/json-mask"));
         let mask = plugins.join(format!("{out}_json_mask.wasm"));
         kmirror(
@@ -172,12 +173,8 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let cache = dir.path().join("cache");
-    let plugins = plugins(dir.path(), &cache);
-    let primary = Broker::start();
-    preload(&primary.addr, n);
-    let contenders: [(&str, Option<&str>, bool); 7] = [
+    let only = std::env::var("ONLY").unwrap_or_default();
+    let contenders: Vec<(&str, Option<&str>, bool)> = [
         ("no transform", None, false),
         ("pass-through, Rust", Some("test_pass_through.wasm"), false),
         ("pass-through, Python", Some("py_pass.wasm"), false),
@@ -185,7 +182,24 @@ fn main() {
         ("json-mask, Rust", Some("json_mask.wasm"), true),
         ("json-mask, Python", Some("py_json_mask.wasm"), true),
         ("json-mask, JavaScript", Some("js_json_mask.wasm"), true),
-    ];
+    ]
+    .into_iter()
+    .filter(|(name, plugin, _)| plugin.is_none() || name.contains(only.as_str()))
+    .collect();
+    // Python and JavaScript components are built only for the runs that use them.
+    let languages: Vec<(&str, &str)> = [
+        ("Python", "python", "py"),
+        ("JavaScript", "javascript", "js"),
+    ]
+    .into_iter()
+    .filter(|(name, _, _)| contenders.iter().any(|(c, _, _)| c.ends_with(name)))
+    .map(|(_, lang, out)| (lang, out))
+    .collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("cache");
+    let plugins = plugins(dir.path(), &cache, &languages);
+    let primary = Broker::start();
+    preload(&primary.addr, n);
     println!(
         "transforms benchmark: {n} JSON records of {SIZE} B, {TOPICS} topics x {PARTITIONS} partitions, {reps} runs each (median), interleaved"
     );
