@@ -269,6 +269,7 @@ pub fn render(telemetry: &Telemetry) -> String {
         ),
     ];
     let lag = Family::<PartitionLabel, Gauge>::default();
+    let truncated = Family::<PartitionLabel, PromCounter>::default();
     let transformed = Family::<TransformLabel, PromCounter>::default();
     let rebalances = Family::<FlowLabel, PromCounter>::default();
     let generation = Family::<MemberLabel, Gauge>::default();
@@ -326,6 +327,17 @@ pub fn render(telemetry: &Telemetry) -> String {
                     .inc_by(n);
             }
         }
+        for (topic, partitions) in &status.source_truncated {
+            for (p, t) in partitions {
+                truncated
+                    .get_or_create(&PartitionLabel {
+                        flow: f.flow.clone(),
+                        topic: topic.clone(),
+                        partition: *p,
+                    })
+                    .inc_by(t.records);
+            }
+        }
         for (topic, partitions) in &status.partitions {
             for (p, s) in partitions {
                 if let Some(l) = s.lag {
@@ -361,6 +373,11 @@ pub fn render(telemetry: &Telemetry) -> String {
         "partition_lag_records",
         "Records of a source partition not yet mirrored (its end minus the mirrored position)",
         lag,
+    );
+    registry.register(
+        "source_truncated_records",
+        "Records of a source partition deleted at the source (retention, DeleteRecords) before this instance mirrored them",
+        truncated,
     );
     for f in flows {
         registry
@@ -465,6 +482,26 @@ mod tests {
             );
             assert_eq!(json[c.name()], 0, "{json}");
         }
+    }
+
+    #[test]
+    fn records_lost_at_the_source_are_counted_per_partition() {
+        use crate::flow::replication::truncation::Truncation;
+        let a = Arc::new(FlowTelemetry::new("a->b"));
+        a.source_truncated("orders", 1, &Truncation::Deleted { from: 5, to: 35 }, false);
+        a.source_truncated("orders", 1, &Truncation::Deleted { from: 50, to: 60 }, false);
+        let text = render(&shown(std::slice::from_ref(&a)));
+        assert!(
+            text.contains(
+                "kmirror_source_truncated_records_total{flow=\"a->b\",topic=\"orders\",partition=\"1\"} 40"
+            ),
+            "{text}"
+        );
+        let json = a.to_json();
+        let t = &json["source_truncated"]["orders"]["1"];
+        assert_eq!(t["records"], 40, "{json}");
+        assert_eq!(t["last"]["kind"], "deleted", "{json}");
+        assert_eq!(t["last"]["from"], 50, "{json}");
     }
 
     #[test]

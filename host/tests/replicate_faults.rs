@@ -1174,3 +1174,153 @@ async fn a_transform_failing_on_a_record_pauses_its_partition_there_or_skips_it(
         );
     }
 }
+
+/// Partition 0 of `orders` as a lagging mirror finds it after retention ran: kmirror's
+/// progress is stored at 5, ten small records and then 8 MiB of 100 KiB records were
+/// produced, and the mock cluster keeps at most 5 MiB of a partition (it deletes its
+/// oldest record batches, moving the log start: the real-broker suite cannot do this,
+/// Tansu has neither retention on its memory store nor DeleteRecords). Returns the log's
+/// start and end as a plain consumer sees them.
+async fn truncated_source(source: &MockCluster<'static, DefaultProducerContext>) -> (i64, i64) {
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || {
+        produce_to(&servers, "orders", 1, 0..10);
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &servers)
+            .set("group.id", "kmirror.primary.backup")
+            .create()
+            .expect("consumer");
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset("orders", 0, Offset::Offset(5))
+            .expect("tpl");
+        c.commit(&tpl, rdkafka::consumer::CommitMode::Sync)
+            .expect("commit");
+        let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+            .set("bootstrap.servers", &servers)
+            .set("linger.ms", "0")
+            .create()
+            .expect("producer");
+        let big = vec![b'x'; 100 * 1024];
+        for i in 0..80 {
+            let key = format!("big-{i}");
+            p.send(
+                BaseRecord::<str, [u8]>::to("orders")
+                    .partition(0)
+                    .key(&key)
+                    .payload(&big),
+            )
+            .map_err(|(e, _)| e)
+            .expect("send");
+        }
+        p.flush(Duration::from_secs(30)).expect("flush");
+        let (low, high) = c
+            .fetch_watermarks("orders", 0, Duration::from_secs(10))
+            .expect("watermarks");
+        assert!(low > 10, "the mock deleted the oldest batches: log start {low}");
+        assert_eq!(high, 90);
+        (low, high)
+    })
+    .await
+    .expect("produce")
+}
+
+/// The first `expect` keys on partition 0 of the target topic, in order, and its end.
+fn target_keys(servers: &str, expect: usize) -> (Vec<String>, i64) {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .set("group.id", "checker")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("primary.orders", 0, Offset::Beginning)
+        .expect("tpl");
+    c.assign(&tpl).expect("assign");
+    let mut keys = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while keys.len() < expect && Instant::now() < deadline {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+            keys.push(String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned());
+        }
+    }
+    let (_, end) = c
+        .fetch_watermarks("primary.orders", 0, Duration::from_secs(10))
+        .expect("watermarks");
+    (keys, end)
+}
+
+fn source_truncated(t: &FlowTelemetry) -> Option<(u64, String, bool)> {
+    let s = t.status();
+    let p = s.source_truncated.get("orders")?.get(&0)?;
+    Some((p.records, p.last.to_string(), p.paused))
+}
+
+/// Stored progress below the source's log start: the lost range is reported (status,
+/// counter) and, under the default `continue`, mirroring goes on from the log start —
+/// every record still there arrives once, in order, and progress is stored past them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_deleted_at_the_source_before_they_were_mirrored_are_reported() {
+    let (source, target) = mocks();
+    let (low, high) = truncated_source(&source).await;
+    let running = start(&source, &target);
+    wait_until("the loss reported", Duration::from_secs(60), || {
+        source_truncated(&running.telemetry).is_some()
+    })
+    .await;
+    let (records, last, paused) = source_truncated(&running.telemetry).expect("reported");
+    assert_eq!(records, (low - 5) as u64, "{last}");
+    assert!(last.contains(&format!("records 5..{low}")), "{last}");
+    assert!(!paused);
+    let t = target.bootstrap_servers();
+    let n = (high - low) as usize;
+    let (keys, end) = tokio::task::spawn_blocking(move || target_keys(&t, n))
+        .await
+        .expect("read");
+    let expected: Vec<String> = (low - 10..80).map(|i| format!("big-{i}")).collect();
+    assert_eq!(keys, expected, "from the log start on, in order");
+    assert_eq!(end, n as i64, "each record once");
+    running.shutdown.cancel();
+    running.task.await.expect("join").expect("a clean stop");
+    let committed = committed_progress(&source.bootstrap_servers());
+    assert_eq!(committed.get(&0), Some(&high), "{committed:?}");
+}
+
+/// Under `on_source_truncation = "pause"` the partition stops at the log start: nothing
+/// of it is mirrored, its stored progress stays where it was (a restart reports the loss
+/// again), and the flow is degraded with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_stops_a_partition_that_lost_records_at_the_source() {
+    let (source, target) = mocks();
+    let (low, _) = truncated_source(&source).await;
+    let settings = ReplicatorSettings {
+        on_source_truncation: replication::OnSourceTruncation::Pause,
+        ..settings()
+    };
+    let running = start_with(&source, &target, settings, &[]);
+    wait_until("the partition paused", Duration::from_secs(60), || {
+        paused(&running.telemetry).is_some()
+    })
+    .await;
+    let (partition, offset, reason) = paused(&running.telemetry).expect("paused");
+    assert_eq!((partition, offset), (0, low));
+    assert!(reason.contains(&format!("records 5..{low}")), "{reason}");
+    let (records, _, paused) = source_truncated(&running.telemetry).expect("reported");
+    assert_eq!((records, paused), ((low - 5) as u64, true));
+    let t = target.bootstrap_servers();
+    let (_, end) = tokio::task::spawn_blocking(move || {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &t)
+            .create()
+            .expect("consumer");
+        c.fetch_watermarks("primary.orders", 0, Duration::from_secs(10))
+            .expect("watermarks")
+    })
+    .await
+    .expect("read");
+    assert_eq!(end, 0, "nothing of the partition was mirrored");
+    assert_eq!(running.telemetry.health().state, "degraded");
+    running.shutdown.cancel();
+    running.task.await.expect("join").expect("a clean stop");
+    let committed = committed_progress(&source.bootstrap_servers());
+    assert_eq!(committed.get(&0), Some(&5), "{committed:?}");
+}

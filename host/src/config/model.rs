@@ -135,6 +135,20 @@ pub enum OnUnproducible {
 /// not take, `pause` (default) or `skip`.
 pub type OnTransformError = OnUnproducible;
 
+/// What a flow does when records of a source partition were deleted before they were
+/// mirrored (retention or `DeleteRecords` moved the log start past the stored position):
+/// the lost range is reported either way, never passed over in silence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnSourceTruncation {
+    /// Mirroring goes on from the partition's log start.
+    #[default]
+    Continue,
+    /// The partition stops where the lost range ends (reported like a record the target
+    /// will not take) until the flow is restarted with `continue` or its progress moved.
+    Pause,
+}
+
 /// One `[[flows]]` entry.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -215,6 +229,10 @@ pub struct FlowConfig {
     /// What happens to a record the target will never take: `pause` (default) or `skip`.
     #[serde(default)]
     pub on_unproducible: OnUnproducible,
+    /// What happens when a source partition lost records before they were mirrored:
+    /// `continue` (default: reported, mirrored on from the log start) or `pause`.
+    #[serde(default)]
+    pub on_source_truncation: OnSourceTruncation,
     /// The consumer-group session timeout of the flow's instances: how soon a dead
     /// instance's partitions and duties move to another.
     #[serde(default = "default_session_timeout", with = "humantime_serde")]

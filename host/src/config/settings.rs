@@ -1,7 +1,7 @@
 //! A flow's runtime settings, built from its `[[flows]]` entry in one validated step:
 //! every duration is positive, numbers are in range, features that are off are `None`.
 
-use super::model::{FlowConfig, OnUnproducible, StartOffset, SyncsLocation};
+use super::model::{FlowConfig, OnSourceTruncation, OnUnproducible, StartOffset, SyncsLocation};
 use std::time::Duration;
 
 /// How a flow runs, as validated.
@@ -30,6 +30,8 @@ pub struct FlowSettings {
     pub on_unproducible: OnUnproducible,
     /// What happens to a record a transform fails on.
     pub on_transform_error: OnUnproducible,
+    /// What happens when a source partition lost records before they were mirrored.
+    pub on_source_truncation: OnSourceTruncation,
     /// The consumer-group session timeout.
     pub session_timeout: Duration,
     /// How long a graceful stop waits for records in flight.
@@ -192,6 +194,7 @@ impl FlowSettings {
             }),
             on_unproducible: c.on_unproducible,
             on_transform_error: c.on_transform_error,
+            on_source_truncation: c.on_source_truncation,
             session_timeout: c.session_timeout,
             shutdown_timeout,
             unreachable_after,

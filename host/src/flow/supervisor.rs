@@ -118,6 +118,7 @@ pub async fn run(
         start_offset: fs.start_offset,
         on_unproducible: fs.on_unproducible,
         on_transform_error: fs.on_transform_error,
+        on_source_truncation: fs.on_source_truncation,
         drain_timeout: fs.shutdown_timeout,
         session_timeout: fs.session_timeout,
         ..ReplicatorSettings::new(&name, &progress_group(src, dst), &topics.offset_syncs)

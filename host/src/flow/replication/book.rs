@@ -17,7 +17,8 @@ pub use super::effects::{Ack, Effect, Offer, Refusal};
 pub use super::orphans::Orphans;
 use super::progress::InFlight;
 use super::table::{Partition, SlotKey, Stopped, Table};
-use crate::config::OnUnproducible;
+use super::truncation::{self, Truncation};
+use crate::config::{OnSourceTruncation, OnUnproducible};
 use crate::flow::Routes;
 use crate::flow::telemetry::{Paused, now_ms};
 use std::sync::Arc;
@@ -38,6 +39,12 @@ pub struct BookSettings {
     pub on_transform_error: OnUnproducible,
     /// How often a partition stopped at such a record tries it again.
     pub retry_paused_every: Duration,
+    /// What happens when a source partition lost records before they were mirrored.
+    pub on_source_truncation: OnSourceTruncation,
+    /// Whether the consumer starts a partition without stored progress at its end
+    /// (`start_offset = "latest"`): librdkafka then also answers an out-of-range position
+    /// with the end, so records after the lost range are sought back to.
+    pub start_latest: bool,
 }
 
 /// The bookkeeping of one replicator.
@@ -215,10 +222,35 @@ impl Book {
         self.routes.keys().cloned().collect()
     }
 
-    /// What to do with the record at `offset` of `topic`/`partition`.
+    /// The group's stored position of the partition `topic`/`partition` when it was
+    /// assigned: the first record handed out is checked against it (see [`truncation`]).
+    pub fn expect(&mut self, topic: &str, partition: i32, stored: i64) {
+        if let Some(p) = self.table.get_by_name_mut(topic, partition) {
+            if p.progress.next().is_none() {
+                p.expect = Some(stored);
+            }
+        }
+    }
+
+    /// What to do with the record at `offset` of `topic`/`partition`, with no record
+    /// ever lost at the source.
+    #[cfg(test)]
     pub fn offer(&mut self, topic: &str, partition: i32, offset: i64) -> Offer {
+        self.offer_at(topic, partition, offset, || None, Instant::now())
+    }
+
+    /// What to do with the record at `offset` of `topic`/`partition`; `low` gives the
+    /// partition's log start (asked only when records before `offset` are missing).
+    pub fn offer_at(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        low: impl FnOnce() -> Option<i64>,
+        now: Instant,
+    ) -> Offer {
         let room = self.in_flight < self.settings.max_in_flight;
-        let flows = match self.table.get_by_name_mut(topic, partition) {
+        let (flows, judged) = match self.table.get_by_name_mut(topic, partition) {
             None => return Offer::Declined,
             Some(p) => {
                 if let Some(floor) = p.floor.take() {
@@ -234,15 +266,33 @@ impl Book {
                 if p.progress.next().is_some_and(|n| offset < n) {
                     return Offer::Declined; // handed out again before a seek took effect
                 }
-                match p.awaiting {
-                    // Fetched before the seek back to a declined record took effect.
-                    Some(a) if offset > a => return Offer::Declined,
-                    Some(_) => p.awaiting = None,
-                    None => {}
-                }
-                p.key
+                // Where the partition should go on: at the record it was sought back to,
+                // after the last record done, or at the stored position it was assigned
+                // with. A record past it is a gap: compaction or a transaction marker, or
+                // records the source deleted before they were mirrored.
+                let first = p.progress.next().is_none() && p.awaiting.is_none();
+                let expected = p.awaiting.or(p.progress.next()).or(p.expect);
+                let judged = expected.and_then(|e| {
+                    let low = if offset > e { low() } else { None };
+                    truncation::judge(e, offset, low, first)
+                });
+                p.expect = None;
+                (p.key, judged)
             }
         };
+        if let Some(t) = judged {
+            if let Some(offer) = self.truncated(flows, offset, t, now) {
+                return offer;
+            }
+        }
+        if let Some(p) = self.table.get_mut(flows) {
+            match p.awaiting {
+                // Fetched before the seek back to a declined record took effect.
+                Some(a) if offset > a => return Offer::Declined,
+                Some(_) => p.awaiting = None,
+                None => {}
+            }
+        }
         if !self.should_flow(flows) {
             self.decline(flows, offset);
             return Offer::Declined;
@@ -415,6 +465,49 @@ impl Book {
             transform,
         });
         self.settle(key);
+    }
+
+    /// Records of partition `key` before `offset` are gone from the source (`t`): the
+    /// range is reported once, then the partition stops at `offset`
+    /// (`on_source_truncation = "pause"`, never retried by itself) or goes on from the log
+    /// start. Returns what becomes of the record, unless it goes on to be offered.
+    fn truncated(&mut self, key: SlotKey, offset: i64, t: Truncation, now: Instant) -> Option<Offer> {
+        let pause = self.settings.on_source_truncation == OnSourceTruncation::Pause;
+        let p = self.table.get_mut(key)?;
+        if p.lost.as_ref() != Some(&t) {
+            p.lost = Some(t.clone());
+            self.effects.push(Effect::Truncated {
+                topic: p.topic.clone(),
+                partition: p.partition,
+                truncation: t.clone(),
+                paused: pause,
+            });
+        }
+        if pause {
+            p.progress.block(offset);
+            p.rewind = first(p.rewind, offset);
+            p.stopped = Some(Stopped {
+                paused: Paused {
+                    offset,
+                    reason: format!("{t} (on_source_truncation = \"pause\")"),
+                    since_ms: now_ms(),
+                },
+                retry_at: now + truncation::NEVER,
+            });
+            self.settle(key);
+            return Some(Offer::Declined);
+        }
+        if let Truncation::Deleted { to, .. } = t {
+            // The lost range counts as done: progress goes on from the log start.
+            p.progress.skipped(to - 1);
+            if self.settings.start_latest && offset > to {
+                // librdkafka answered the lost position with the partition's end: the
+                // records from the log start on are read again.
+                self.decline(key, to);
+                return Some(Offer::Declined);
+            }
+        }
+        None
     }
 
     fn retry_later(&mut self, key: SlotKey, offset: i64, reason: String, now: Instant) {

@@ -10,6 +10,8 @@ use super::chain::Fate;
 use super::contexts::{CommitOutcome, Deliveries, Membership, Rebalancing};
 use super::failures::classify;
 use super::progress::InFlight;
+use super::truncation::Truncation;
+use crate::kafka::clients::cached_watermarks;
 use crate::flow::Routes;
 use crate::flow::offset_syncs::sender::SyncSender;
 use crate::flow::telemetry::{Counter, FlowTelemetry, now_ms};
@@ -63,6 +65,9 @@ pub enum Forwarded {
     /// again, or [`Core::decline`] it.
     Full,
 }
+
+/// How long a gap's check of the source partition's log start waits for the broker.
+const LOW_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The producer's local queue, in records (`queue.buffering.max.messages`).
 pub const PRODUCER_QUEUE: usize = 100_000;
@@ -119,6 +124,8 @@ impl Core {
             on_unproducible: settings.on_unproducible,
             on_transform_error: settings.on_transform_error,
             retry_paused_every: settings.retry_paused_every,
+            on_source_truncation: settings.on_source_truncation,
+            start_latest: settings.start_offset == crate::config::StartOffset::Latest,
         });
         Core {
             settings,
@@ -151,7 +158,21 @@ impl Core {
         now: Instant,
     ) -> Forwarded {
         let up = msg.offset();
-        let (key, target, partition) = match self.book.offer(msg.topic(), msg.partition(), up) {
+        // Asked only at a gap: what librdkafka last heard, else the broker.
+        let low = || {
+            cached_watermarks(consumer.client(), msg.topic(), msg.partition())
+                .filter(|(low, _)| *low >= 0)
+                .or_else(|| {
+                    consumer
+                        .fetch_watermarks(msg.topic(), msg.partition(), LOW_TIMEOUT)
+                        .ok()
+                })
+                .map(|(low, _)| low)
+        };
+        let offer = self
+            .book
+            .offer_at(msg.topic(), msg.partition(), up, low, now);
+        let (key, target, partition) = match offer {
             Offer::Send {
                 key,
                 target,
@@ -359,6 +380,12 @@ impl Core {
                         self.report_unproducible(&topic, partition, offset, &reason, skipped)
                     }
                 }
+                Effect::Truncated {
+                    topic,
+                    partition,
+                    truncation,
+                    paused,
+                } => self.report_truncation(&topic, partition, &truncation, paused),
                 Effect::Retrying(topic, partition, offset) => {
                     tracing::info!(flow = %self.settings.flow, topic = %topic, partition, offset, "retrying the record the target did not take");
                 }
@@ -417,6 +444,19 @@ impl Core {
             tracing::error!(flow = %self.settings.flow, topic, partition, offset, reason,
                 "the target will not take this record: its partition is paused there, every other partition goes on (on_unproducible = \"skip\" skips such records)");
         }
+    }
+
+    fn report_truncation(&self, topic: &str, partition: i32, t: &Truncation, paused: bool) {
+        self.telemetry.source_truncated(topic, partition, t, paused);
+        let what = format!("{topic}[{partition}]: {t}");
+        self.telemetry
+            .note_error("records lost at the source", "source_truncated", &what);
+        let then = if paused {
+            "the partition is paused there (on_source_truncation = \"pause\"): restart with \"continue\" or move its progress with `kmirror offsets` to go on"
+        } else {
+            "mirroring goes on from the log start (on_source_truncation = \"pause\" stops the partition instead)"
+        };
+        tracing::error!(flow = %self.settings.flow, topic, partition, lost = t.records(), "{what}; {then}");
     }
 
     fn report_transform_failure(

@@ -44,6 +44,17 @@ pub enum Effect {
         /// A record transform failed on it (not the target refusing it).
         transform: bool,
     },
+    /// Records of a source partition were gone before they were mirrored.
+    Truncated {
+        /// The source topic.
+        topic: Arc<str>,
+        /// The partition.
+        partition: i32,
+        /// What was lost.
+        truncation: super::truncation::Truncation,
+        /// Whether the partition stopped there (`on_source_truncation = "pause"`).
+        paused: bool,
+    },
     /// A stopped partition tries its record again.
     Retrying(Arc<str>, i32, i64),
 }

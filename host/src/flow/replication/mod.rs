@@ -36,6 +36,7 @@ pub mod progress;
 mod rebalance;
 mod status;
 mod table;
+pub mod truncation;
 mod worker;
 
 pub use failures::OnUnproducible;
@@ -89,6 +90,7 @@ impl TaskShared {
 
 use super::Routes;
 use super::telemetry::FlowTelemetry;
+pub use crate::config::OnSourceTruncation;
 use crate::config::StartOffset;
 use crate::kafka::Cluster;
 use std::sync::Arc;
@@ -118,6 +120,8 @@ pub struct ReplicatorSettings {
     pub on_unproducible: OnUnproducible,
     /// What happens to a record a record transform fails on.
     pub on_transform_error: OnUnproducible,
+    /// What happens when a source partition lost records before they were mirrored.
+    pub on_source_truncation: OnSourceTruncation,
     /// How often a paused partition tries its record again.
     pub retry_paused_every: Duration,
     /// How long a graceful stop (or a revocation) waits for records in flight.
@@ -141,6 +145,7 @@ impl ReplicatorSettings {
             max_in_flight: 100_000,
             on_unproducible: OnUnproducible::Pause,
             on_transform_error: OnUnproducible::Pause,
+            on_source_truncation: OnSourceTruncation::Continue,
             retry_paused_every: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(10),
             session_timeout: Duration::from_secs(10),

@@ -4,12 +4,14 @@
 
 use super::core::{Core, Member, offsets_tpl, pairs};
 use crate::kafka::clients::{cached_watermarks, group_generation};
-use rdkafka::TopicPartitionList;
+use rdkafka::{Offset, TopicPartitionList};
 use rdkafka::consumer::{CommitMode, Consumer};
 use std::time::{Duration, Instant};
 
 /// How long a revocation waits for the revoked partitions' records in flight.
 const REVOKE_DRAIN: Duration = Duration::from_secs(10);
+/// How long an assignment waits for the assigned partitions' stored progress.
+const COMMITTED_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an assignment waits for a returning partition's log range.
 const WATERMARKS_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -31,6 +33,21 @@ impl Core {
                     .or_else(|| consumer.fetch_watermarks(t, p, WATERMARKS_TIMEOUT).ok())?;
                 (low..=high).contains(&floor).then_some(floor)
             });
+        }
+        // The positions the partitions start from: the first record of each is checked
+        // against it, so records the source deleted meanwhile are not passed over.
+        let stored = consumer.committed_offsets(tpl.clone(), COMMITTED_TIMEOUT);
+        match stored {
+            Ok(stored) => {
+                for e in stored.elements() {
+                    if let Offset::Offset(at) = e.offset() {
+                        self.book.expect(e.topic(), e.partition(), at);
+                    }
+                }
+            }
+            Err(e) => self
+                .telemetry
+                .note_error("read the assigned partitions' stored progress", "kafka", &e),
         }
         self.apply(consumer);
         // What a stale generation refused is stored by this one.

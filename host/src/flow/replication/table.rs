@@ -5,6 +5,7 @@
 //! A partition whose target changes gets a new key the same way ([`Table::rekey`]).
 
 use super::progress::Progress;
+use super::truncation::Truncation;
 use crate::flow::telemetry::Paused;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -59,6 +60,10 @@ pub struct Partition {
     /// Progress this instance is known to have mirrored before the assignment was lost:
     /// the first record below it is skipped forward to it.
     pub floor: Option<i64>,
+    /// The group's stored position at assignment, until the first record is handed out.
+    pub expect: Option<i64>,
+    /// The records the source lost before they were mirrored, as last reported.
+    pub lost: Option<Truncation>,
     /// The consumer-group generation the partition was assigned in (its offset syncs'
     /// owner generation).
     pub generation: i32,
@@ -81,6 +86,8 @@ impl Partition {
             rewind: None,
             awaiting: None,
             floor: None,
+            expect: None,
+            lost: None,
             generation: -1,
             unstored_since: None,
         }

@@ -7,7 +7,7 @@ pub mod status;
 
 pub use status::{
     AclSyncStatus, FlowStatus, Health, InstanceStatus, LinkTally, MemberStatus, Millis,
-    PartitionStatus, Paused, TransformStatus, Unreachable, now_ms,
+    PartitionStatus, Paused, SourceTruncated, TransformStatus, Unreachable, now_ms,
 };
 
 use crate::histogram::Histogram;
@@ -282,6 +282,33 @@ impl FlowTelemetry {
     /// Updates the status under its lock.
     pub fn update(&self, f: impl FnOnce(&mut FlowStatus)) {
         f(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// Records of `topic`/`partition` were lost at the source before they were mirrored.
+    pub fn source_truncated(
+        &self,
+        topic: &str,
+        partition: i32,
+        truncation: &crate::flow::replication::truncation::Truncation,
+        paused: bool,
+    ) {
+        self.update(|s| {
+            let entry = s
+                .source_truncated
+                .entry(topic.to_string())
+                .or_default()
+                .entry(partition)
+                .or_insert_with(|| SourceTruncated {
+                    records: 0,
+                    last: truncation.clone(),
+                    at_ms: 0,
+                    paused,
+                });
+            entry.records += truncation.records();
+            entry.last = truncation.clone();
+            entry.at_ms = now_ms();
+            entry.paused = paused;
+        });
     }
 
     /// What the record-transform chain `names` (in order) answered for a batch: `tallies`,

@@ -187,9 +187,25 @@ pub struct FlowStatus {
     /// The record-transform chain, in order: what each link did with the records of this
     /// instance.
     pub transforms: Vec<TransformStatus>,
+    /// Topic -> partition -> records the source lost before this instance mirrored them
+    /// (retention, `DeleteRecords`, a topic deleted and created again).
+    pub source_truncated: BTreeMap<String, BTreeMap<i32, SourceTruncated>>,
     /// Liveness: each loop's last turn and how often it turns.
     #[serde(skip)]
     pub loops: BTreeMap<&'static str, (Instant, Duration)>,
+}
+
+/// Records one source partition lost before they were mirrored.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SourceTruncated {
+    /// Records known lost, over every truncation seen.
+    pub records: u64,
+    /// The last truncation: what was lost.
+    pub last: crate::flow::replication::truncation::Truncation,
+    /// When it was seen.
+    pub at_ms: Millis,
+    /// Whether the partition stopped there (`on_source_truncation = "pause"`).
+    pub paused: bool,
 }
 
 /// What a flow's health is.

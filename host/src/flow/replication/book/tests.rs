@@ -59,6 +59,8 @@ fn settings(skip: bool) -> BookSettings {
             OnUnproducible::Pause
         },
         retry_paused_every: Duration::from_millis(300),
+        on_source_truncation: OnSourceTruncation::Continue,
+        start_latest: false,
     }
 }
 
@@ -655,4 +657,186 @@ fn a_record_declined_while_its_partition_flows_holds_back_the_later_ones() {
         .next()
         .and_then(|p| p.progress.committable());
     assert_eq!(committable, Some(7), "0..5 acked, 5 dropped, 6 acked");
+}
+
+/// A book owning `orders[0]`, assigned with the stored position `stored`.
+fn truncation_book(pause: bool, start_latest: bool, stored: Option<i64>) -> Book {
+    let mut book = Book::new(BookSettings {
+        on_source_truncation: if pause {
+            OnSourceTruncation::Pause
+        } else {
+            OnSourceTruncation::Continue
+        },
+        start_latest,
+        ..settings(false)
+    });
+    book.set_routes(routes("b.orders", false, 1));
+    book.assign(&[("orders".to_string(), 0)], 1, |_, _| None);
+    if let Some(at) = stored {
+        book.expect("orders", 0, at);
+    }
+    book.take_effects();
+    book
+}
+
+fn truncations(effects: &[Effect]) -> Vec<(Truncation, bool)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Truncated {
+                truncation, paused, ..
+            } => Some((truncation.clone(), *paused)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn send_and_ack(book: &mut Book, offset: i64, low: Option<i64>, now: Instant) -> Offer {
+    let offer = book.offer_at("orders", 0, offset, || low, now);
+    if let Offer::Send { key, .. } = &offer {
+        book.sent(
+            *key,
+            InFlight {
+                upstream: offset,
+                timestamp: None,
+                sent: now,
+            },
+        );
+        book.delivered(*key, Ok(offset), now);
+    }
+    offer
+}
+
+/// Stored at 10, the log now starts at 40: 10..40 is reported lost, and under
+/// `continue` the partition goes on from 40 and stores progress past the lost range.
+#[test]
+fn records_deleted_before_they_were_mirrored_are_reported_and_passed_under_continue() {
+    let now = Instant::now();
+    let mut book = truncation_book(false, false, Some(10));
+    assert!(matches!(
+        send_and_ack(&mut book, 40, Some(40), now),
+        Offer::Send { .. }
+    ));
+    let effects = book.take_effects();
+    assert_eq!(
+        truncations(&effects),
+        vec![(Truncation::Deleted { from: 10, to: 40 }, false)]
+    );
+    assert!(matches!(
+        send_and_ack(&mut book, 41, Some(40), now),
+        Offer::Send { .. }
+    ));
+    assert!(truncations(&book.take_effects()).is_empty(), "reported once");
+    assert_eq!(book.take_commits(), vec![("orders".into(), 0, 42)]);
+}
+
+/// Under `pause` the partition stops at the first record after the lost range, its stored
+/// progress stays where it was (a restart reports the loss again), it does not retry by
+/// itself, and the range is reported once however often the record is read again.
+#[test]
+fn records_deleted_before_they_were_mirrored_stop_the_partition_under_pause() {
+    let now = Instant::now();
+    let mut book = truncation_book(true, false, Some(10));
+    assert_eq!(send_and_ack(&mut book, 40, Some(40), now), Offer::Declined);
+    let effects = book.take_effects();
+    assert_eq!(
+        truncations(&effects),
+        vec![(Truncation::Deleted { from: 10, to: 40 }, true)]
+    );
+    assert!(
+        effects.contains(&Effect::Pause("orders".into(), 0)),
+        "{effects:?}"
+    );
+    let p = book.partitions().next().unwrap();
+    assert_eq!(Book::state_of(p), "paused");
+    let reason = &p.stopped.as_ref().unwrap().paused.reason;
+    assert!(reason.contains("records 10..40"), "{reason}");
+    assert!(book.take_commits().is_empty(), "the stored position stays at 10");
+    book.tick(now + Duration::from_secs(24 * 3600));
+    let p = book.partitions().next().unwrap();
+    assert_eq!(Book::state_of(p), "paused", "not retried by itself");
+    assert_eq!(send_and_ack(&mut book, 40, Some(40), now), Offer::Declined);
+    assert!(truncations(&book.take_effects()).is_empty(), "reported once");
+}
+
+/// While mirroring: 0..5 done, then the next record handed out is 20 and the log starts
+/// at 20 (a lagging mirror, retention ran) — 5..20 lost. A gap the log start does not
+/// explain (compaction, a transaction marker) is no loss.
+#[test]
+fn a_gap_is_a_loss_only_when_the_log_start_passed_it() {
+    let now = Instant::now();
+    let mut book = truncation_book(false, false, None);
+    for offset in 0..5 {
+        send_and_ack(&mut book, offset, Some(0), now);
+    }
+    assert!(matches!(
+        send_and_ack(&mut book, 9, Some(0), now),
+        Offer::Send { .. }
+    ));
+    assert!(truncations(&book.take_effects()).is_empty(), "compaction");
+    assert!(matches!(
+        send_and_ack(&mut book, 20, Some(20), now),
+        Offer::Send { .. }
+    ));
+    assert_eq!(
+        truncations(&book.take_effects()),
+        vec![(Truncation::Deleted { from: 10, to: 20 }, false)]
+    );
+    // The log start unknown: no report on a guess.
+    assert!(matches!(
+        send_and_ack(&mut book, 30, None, now),
+        Offer::Send { .. }
+    ));
+    assert!(truncations(&book.take_effects()).is_empty());
+}
+
+/// With `start_offset = "latest"` librdkafka answers the lost position with the end: the
+/// records from the log start on still exist, so the partition is sought back to it.
+#[test]
+fn under_start_latest_the_records_after_the_lost_range_are_read_again() {
+    let now = Instant::now();
+    let mut book = truncation_book(false, true, Some(10));
+    assert_eq!(send_and_ack(&mut book, 90, Some(40), now), Offer::Declined);
+    let effects = book.take_effects();
+    assert_eq!(
+        truncations(&effects),
+        vec![(Truncation::Deleted { from: 10, to: 40 }, false)]
+    );
+    assert!(
+        effects.contains(&Effect::Seek("orders".into(), 0, 40)),
+        "{effects:?}"
+    );
+    // Fetched before the seek took effect: not taken.
+    assert_eq!(send_and_ack(&mut book, 91, Some(40), now), Offer::Declined);
+    for offset in 40..43 {
+        assert!(matches!(
+            send_and_ack(&mut book, offset, Some(40), now),
+            Offer::Send { .. }
+        ));
+    }
+    assert!(truncations(&book.take_effects()).is_empty());
+    assert_eq!(book.take_commits(), vec![("orders".into(), 0, 43)]);
+}
+
+/// Stored at 500, the first record handed out is 0: the topic was created again; reported
+/// (nothing known lost), and mirrored from its start under `continue`.
+#[test]
+fn a_log_started_again_below_the_stored_position_is_reported() {
+    let now = Instant::now();
+    let mut book = truncation_book(false, false, Some(500));
+    assert!(matches!(
+        send_and_ack(&mut book, 0, Some(0), now),
+        Offer::Send { .. }
+    ));
+    assert_eq!(
+        truncations(&book.take_effects()),
+        vec![(Truncation::WentBack { from: 500, to: 0 }, false)]
+    );
+    // Without a stored position (a partition never mirrored) nothing is judged.
+    let mut book = truncation_book(false, false, None);
+    assert!(matches!(
+        send_and_ack(&mut book, 7, Some(7), now),
+        Offer::Send { .. }
+    ));
+    assert!(truncations(&book.take_effects()).is_empty());
 }
