@@ -66,6 +66,7 @@ fn the_example_configuration_validates_and_names_every_key() {
         "sync_group_offsets",
         "sync_group_offsets_interval",
         "on_unproducible",
+        "on_source_truncation",
         "session_timeout",
         "shutdown_timeout",
         "unreachable_after",
