@@ -489,7 +489,12 @@ mod tests {
         use crate::flow::replication::truncation::Truncation;
         let a = Arc::new(FlowTelemetry::new("a->b"));
         a.source_truncated("orders", 1, &Truncation::Deleted { from: 5, to: 35 }, false);
-        a.source_truncated("orders", 1, &Truncation::Deleted { from: 50, to: 60 }, false);
+        a.source_truncated(
+            "orders",
+            1,
+            &Truncation::Deleted { from: 50, to: 60 },
+            false,
+        );
         let text = render(&shown(std::slice::from_ref(&a)));
         assert!(
             text.contains(

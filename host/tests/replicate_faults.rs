@@ -1216,7 +1216,10 @@ async fn truncated_source(source: &MockCluster<'static, DefaultProducerContext>)
         let (low, high) = c
             .fetch_watermarks("orders", 0, Duration::from_secs(10))
             .expect("watermarks");
-        assert!(low > 10, "the mock deleted the oldest batches: log start {low}");
+        assert!(
+            low > 10,
+            "the mock deleted the oldest batches: log start {low}"
+        );
         assert_eq!(high, 90);
         (low, high)
     })

@@ -471,7 +471,13 @@ impl Book {
     /// range is reported once, then the partition stops at `offset`
     /// (`on_source_truncation = "pause"`, never retried by itself) or goes on from the log
     /// start. Returns what becomes of the record, unless it goes on to be offered.
-    fn truncated(&mut self, key: SlotKey, offset: i64, t: Truncation, now: Instant) -> Option<Offer> {
+    fn truncated(
+        &mut self,
+        key: SlotKey,
+        offset: i64,
+        t: Truncation,
+        now: Instant,
+    ) -> Option<Offer> {
         let pause = self.settings.on_source_truncation == OnSourceTruncation::Pause;
         let p = self.table.get_mut(key)?;
         if p.lost.as_ref() != Some(&t) {
@@ -502,8 +508,13 @@ impl Book {
             p.progress.skipped(to - 1);
             if self.settings.start_latest && offset > to {
                 // librdkafka answered the lost position with the partition's end: the
-                // records from the log start on are read again.
+                // records from the log start on are read again. The records in hand after
+                // this one are not taken; the first one read again is at or before it
+                // (the log start may be a marker or compacted away: then it is this one).
                 self.decline(key, to);
+                if let Some(p) = self.table.get_mut(key) {
+                    p.awaiting = Some(offset);
+                }
                 return Some(Offer::Declined);
             }
         }

@@ -11,10 +11,10 @@ use super::contexts::{CommitOutcome, Deliveries, Membership, Rebalancing};
 use super::failures::classify;
 use super::progress::InFlight;
 use super::truncation::Truncation;
-use crate::kafka::clients::cached_watermarks;
 use crate::flow::Routes;
 use crate::flow::offset_syncs::sender::SyncSender;
 use crate::flow::telemetry::{Counter, FlowTelemetry, now_ms};
+use crate::kafka::clients::cached_watermarks;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
@@ -65,9 +65,6 @@ pub enum Forwarded {
     /// again, or [`Core::decline`] it.
     Full,
 }
-
-/// How long a gap's check of the source partition's log start waits for the broker.
-const LOW_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The producer's local queue, in records (`queue.buffering.max.messages`).
 pub const PRODUCER_QUEUE: usize = 100_000;
@@ -158,16 +155,12 @@ impl Core {
         now: Instant,
     ) -> Forwarded {
         let up = msg.offset();
-        // Asked only at a gap: what librdkafka last heard, else the broker.
+        // Asked only at a gap: the log start the fetch that brought the record reported
+        // (no request on the hot path; unknown, no loss is judged).
         let low = || {
             cached_watermarks(consumer.client(), msg.topic(), msg.partition())
-                .filter(|(low, _)| *low >= 0)
-                .or_else(|| {
-                    consumer
-                        .fetch_watermarks(msg.topic(), msg.partition(), LOW_TIMEOUT)
-                        .ok()
-                })
                 .map(|(low, _)| low)
+                .filter(|low| *low >= 0)
         };
         let offer = self
             .book

@@ -4,8 +4,8 @@
 
 use super::core::{Core, Member, offsets_tpl, pairs};
 use crate::kafka::clients::{cached_watermarks, group_generation};
-use rdkafka::{Offset, TopicPartitionList};
 use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
 use std::time::{Duration, Instant};
 
 /// How long a revocation waits for the revoked partitions' records in flight.
@@ -45,9 +45,11 @@ impl Core {
                     }
                 }
             }
-            Err(e) => self
-                .telemetry
-                .note_error("read the assigned partitions' stored progress", "kafka", &e),
+            Err(e) => self.telemetry.note_error(
+                "read the assigned partitions' stored progress",
+                "kafka",
+                &e,
+            ),
         }
         self.apply(consumer);
         // What a stale generation refused is stored by this one.

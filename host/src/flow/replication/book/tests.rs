@@ -726,7 +726,10 @@ fn records_deleted_before_they_were_mirrored_are_reported_and_passed_under_conti
         send_and_ack(&mut book, 41, Some(40), now),
         Offer::Send { .. }
     ));
-    assert!(truncations(&book.take_effects()).is_empty(), "reported once");
+    assert!(
+        truncations(&book.take_effects()).is_empty(),
+        "reported once"
+    );
     assert_eq!(book.take_commits(), vec![("orders".into(), 0, 42)]);
 }
 
@@ -751,12 +754,18 @@ fn records_deleted_before_they_were_mirrored_stop_the_partition_under_pause() {
     assert_eq!(Book::state_of(p), "paused");
     let reason = &p.stopped.as_ref().unwrap().paused.reason;
     assert!(reason.contains("records 10..40"), "{reason}");
-    assert!(book.take_commits().is_empty(), "the stored position stays at 10");
+    assert!(
+        book.take_commits().is_empty(),
+        "the stored position stays at 10"
+    );
     book.tick(now + Duration::from_secs(24 * 3600));
     let p = book.partitions().next().unwrap();
     assert_eq!(Book::state_of(p), "paused", "not retried by itself");
     assert_eq!(send_and_ack(&mut book, 40, Some(40), now), Offer::Declined);
-    assert!(truncations(&book.take_effects()).is_empty(), "reported once");
+    assert!(
+        truncations(&book.take_effects()).is_empty(),
+        "reported once"
+    );
 }
 
 /// While mirroring: 0..5 done, then the next record handed out is 20 and the log starts
@@ -816,6 +825,18 @@ fn under_start_latest_the_records_after_the_lost_range_are_read_again() {
     }
     assert!(truncations(&book.take_effects()).is_empty());
     assert_eq!(book.take_commits(), vec![("orders".into(), 0, 43)]);
+    // Nothing left between the log start and the record in hand (the log starts with a
+    // transaction marker): the record is read again and taken, not waited past.
+    let mut book = truncation_book(false, true, Some(10));
+    assert_eq!(send_and_ack(&mut book, 90, Some(40), now), Offer::Declined);
+    assert_eq!(send_and_ack(&mut book, 91, Some(40), now), Offer::Declined);
+    for offset in 90..92 {
+        assert!(matches!(
+            send_and_ack(&mut book, offset, Some(40), now),
+            Offer::Send { .. }
+        ));
+    }
+    assert_eq!(book.take_commits(), vec![("orders".into(), 0, 92)]);
 }
 
 /// Stored at 500, the first record handed out is 0: the topic was created again; reported
