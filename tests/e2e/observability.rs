@@ -143,7 +143,7 @@ fn fast_rules(dir: &Path) -> PathBuf {
             None => format!("{l}\n"),
         })
         .collect();
-    assert!(fast.matches("for: 2s").count() >= 8, "{fast}");
+    assert!(fast.matches("for: 2s").count() >= 9, "{fast}");
     let path = dir.join("kmirror-rules.yml");
     std::fs::write(&path, fast).expect("rules");
     path
@@ -184,6 +184,15 @@ fn served(metrics: &str) -> std::collections::BTreeSet<String> {
         .filter_map(|l| l.split(['{', ' ']).next())
         .map(str::to_string)
         .collect()
+}
+
+/// Series that exist only once what they count happened, which this broker cannot make
+/// happen: records lost at the source (a series per partition that lost some; Tansu can
+/// neither delete records nor apply retention). An empty family is not rendered at all;
+/// `observability_files::the_dashboard_and_the_rules_name_only_exported_metrics` checks
+/// the series against what `/metrics` renders once a partition lost records.
+fn on_event_only(name: &str) -> bool {
+    name == "kmirror_source_truncated_records_total"
 }
 
 #[test]
@@ -242,7 +251,7 @@ fn the_dashboard_and_the_alerts_work_against_a_real_prometheus() {
             .iter()
             .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
             .collect();
-        (rules.len() == 8).then_some(rules)
+        (rules.len() == 9).then_some(rules)
     });
     let queries = dashboard_queries();
     let named = metric_names(
@@ -255,7 +264,11 @@ fn the_dashboard_and_the_alerts_work_against_a_real_prometheus() {
     let mut missing = Vec::new();
     let all_served = poll_until(T, || {
         let page = http_text(&status, "/metrics")?;
-        missing = named.difference(&served(&page)).cloned().collect();
+        missing = named
+            .difference(&served(&page))
+            .filter(|n| !on_event_only(n))
+            .cloned()
+            .collect();
         missing.is_empty().then_some(())
     });
     assert!(
