@@ -186,15 +186,6 @@ fn served(metrics: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
-/// Series that exist only once what they count happened, which this broker cannot make
-/// happen: records lost at the source (a series per partition that lost some; Tansu can
-/// neither delete records nor apply retention). An empty family is not rendered at all;
-/// `observability_files::the_dashboard_and_the_rules_name_only_exported_metrics` checks
-/// the series against what `/metrics` renders once a partition lost records.
-fn on_event_only(name: &str) -> bool {
-    name == "kmirror_source_truncated_records_total"
-}
-
 #[test]
 fn the_dashboard_and_the_alerts_work_against_a_real_prometheus() {
     let installed = Command::new("prometheus").arg("--version").output();
@@ -264,11 +255,7 @@ fn the_dashboard_and_the_alerts_work_against_a_real_prometheus() {
     let mut missing = Vec::new();
     let all_served = poll_until(T, || {
         let page = http_text(&status, "/metrics")?;
-        missing = named
-            .difference(&served(&page))
-            .filter(|n| !on_event_only(n))
-            .cloned()
-            .collect();
+        missing = named.difference(&served(&page)).cloned().collect();
         missing.is_empty().then_some(())
     });
     assert!(

@@ -271,7 +271,11 @@ impl Book {
                 // with. A record past it is a gap: compaction or a transaction marker, or
                 // records the source deleted before they were mirrored.
                 let first = p.progress.next().is_none() && p.awaiting.is_none();
-                let expected = p.awaiting.or(p.progress.next()).or(p.expect);
+                let expected = match (p.awaiting, p.progress.next()) {
+                    (Some(a), Some(n)) => Some(a.min(n)),
+                    (a, n) => a.or(n),
+                }
+                .or(p.expect);
                 let judged = expected.and_then(|e| {
                     let low = if offset > e { low() } else { None };
                     truncation::judge(e, offset, low, first)
@@ -480,7 +484,11 @@ impl Book {
     ) -> Option<Offer> {
         let pause = self.settings.on_source_truncation == OnSourceTruncation::Pause;
         let p = self.table.get_mut(key)?;
-        if p.lost.as_ref() != Some(&t) {
+        let fresh = match &p.lost {
+            Some(known) => t.beyond(known),
+            None => Some(t.clone()),
+        };
+        if fresh.is_some() {
             p.lost = Some(t.clone());
             self.effects.push(Effect::Truncated {
                 topic: p.topic.clone(),
@@ -504,15 +512,21 @@ impl Book {
             return Some(Offer::Declined);
         }
         if let Truncation::Deleted { to, .. } = t {
-            // The lost range counts as done: progress goes on from the log start.
+            // The lost range counts as done: progress goes on from the log start, and a
+            // record the partition was sought back to that is gone is awaited no more.
             p.progress.skipped(to - 1);
+            if p.awaiting.is_some_and(|a| a < to) {
+                p.awaiting = None;
+            }
             if self.settings.start_latest && offset > to {
                 // librdkafka answered the lost position with the partition's end: the
                 // records from the log start on are read again. The records in hand after
                 // this one are not taken; the first one read again is at or before it
                 // (the log start may be a marker or compacted away: then it is this one).
+                let (topic, partition) = (p.topic.clone(), p.partition);
                 self.decline(key, to);
-                if let Some(p) = self.table.get_mut(key) {
+                // (Declining may give the partition a new key.)
+                if let Some(p) = self.table.get_by_name_mut(&topic, partition) {
                     p.awaiting = Some(offset);
                 }
                 return Some(Offer::Declined);

@@ -443,7 +443,7 @@ impl Core {
         self.telemetry.source_truncated(topic, partition, t, paused);
         let what = format!("{topic}[{partition}]: {t}");
         self.telemetry
-            .note_error("records lost at the source", "source_truncated", &what);
+            .update(|s| s.last_error = Some(format!("records lost at the source: {what}")));
         let then = if paused {
             "the partition is paused there (on_source_truncation = \"pause\"): restart with \"continue\" or move its progress with `kmirror offsets` to go on"
         } else {

@@ -40,6 +40,25 @@ pub enum Truncation {
 }
 
 impl Truncation {
+    /// What this truncation adds to `known`, reported before for the same partition: all
+    /// of it, the part of a deleted range past the known one, or nothing (seen already).
+    pub fn beyond(&self, known: &Truncation) -> Option<Truncation> {
+        if self == known {
+            return None;
+        }
+        match (self, known) {
+            (Truncation::Deleted { from, to }, Truncation::Deleted { to: seen, .. })
+                if from < seen =>
+            {
+                (to > seen).then_some(Truncation::Deleted {
+                    from: *seen,
+                    to: *to,
+                })
+            }
+            _ => Some(self.clone()),
+        }
+    }
+
     /// How many records are known to be lost.
     pub fn records(&self) -> u64 {
         match self {
@@ -123,6 +142,27 @@ mod tests {
             judge(10, 40, Some(60), false),
             Some(Truncation::Deleted { from: 10, to: 40 })
         );
+    }
+
+    #[test]
+    fn a_range_seen_again_or_overlapping_adds_only_its_new_records() {
+        let known = Truncation::Deleted { from: 30, to: 33 };
+        assert_eq!(known.beyond(&known), None);
+        assert_eq!(
+            Truncation::Deleted { from: 30, to: 31 }.beyond(&known),
+            None
+        );
+        assert_eq!(
+            Truncation::Deleted { from: 31, to: 40 }.beyond(&known),
+            Some(Truncation::Deleted { from: 33, to: 40 })
+        );
+        assert_eq!(
+            Truncation::Deleted { from: 50, to: 60 }.beyond(&known),
+            Some(Truncation::Deleted { from: 50, to: 60 })
+        );
+        let recreated = Truncation::WentBack { from: 500, to: 0 };
+        assert_eq!(recreated.beyond(&known), Some(recreated.clone()));
+        assert_eq!(recreated.beyond(&recreated), None);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 pub mod status;
 
+use crate::flow::replication::truncation::Truncation;
 pub use status::{
     AclSyncStatus, FlowStatus, Health, InstanceStatus, LinkTally, MemberStatus, Millis,
     PartitionStatus, Paused, SourceTruncated, TransformStatus, Unreachable, now_ms,
@@ -64,13 +65,16 @@ pub enum Counter {
     TransformFailuresSkipped,
     /// Times a partition was paused at a record a transform failed on.
     TransformFailuresPaused,
+    /// Times records of a source partition were found lost at the source (deleted before
+    /// they were mirrored, or the topic created again).
+    SourceTruncations,
     /// Errors seen.
     Errors,
 }
 
 impl Counter {
     /// Every counter, in the order they are shown.
-    pub const ALL: [Counter; 22] = [
+    pub const ALL: [Counter; 23] = [
         Counter::Records,
         Counter::Bytes,
         Counter::OffsetSyncs,
@@ -92,6 +96,7 @@ impl Counter {
         Counter::RecordsDropped,
         Counter::TransformFailuresSkipped,
         Counter::TransformFailuresPaused,
+        Counter::SourceTruncations,
         Counter::Errors,
     ];
 
@@ -119,6 +124,7 @@ impl Counter {
             Counter::RecordsDropped => "records_dropped",
             Counter::TransformFailuresSkipped => "transform_failures_skipped",
             Counter::TransformFailuresPaused => "transform_failures_paused",
+            Counter::SourceTruncations => "source_truncations",
             Counter::Errors => "errors",
         }
     }
@@ -168,6 +174,9 @@ impl Counter {
             }
             Counter::TransformFailuresPaused => {
                 "Times a partition was paused at a record a record transform failed on"
+            }
+            Counter::SourceTruncations => {
+                "Times records of a source partition were found lost at the source (deleted before they were mirrored, or the topic created again)"
             }
             Counter::Errors => "Errors (Kafka, plugins), each also logged",
         }
@@ -289,14 +298,19 @@ impl FlowTelemetry {
         &self,
         topic: &str,
         partition: i32,
-        truncation: &crate::flow::replication::truncation::Truncation,
+        truncation: &Truncation,
         paused: bool,
     ) {
+        self.add(Counter::SourceTruncations, 1);
         self.update(|s| {
-            let entry = s
-                .source_truncated
-                .entry(topic.to_string())
-                .or_default()
+            let partitions = s.source_truncated.entry(topic.to_string()).or_default();
+            // A range seen again (a partition assigned again, a sibling task) or overlapping
+            // the last one counts only its new records.
+            let fresh = match partitions.get(&partition) {
+                Some(known) => truncation.beyond(&known.last),
+                None => Some(truncation.clone()),
+            };
+            let entry = partitions
                 .entry(partition)
                 .or_insert_with(|| SourceTruncated {
                     records: 0,
@@ -304,7 +318,7 @@ impl FlowTelemetry {
                     at_ms: 0,
                     paused,
                 });
-            entry.records += truncation.records();
+            entry.records += fresh.as_ref().map_or(0, Truncation::records);
             entry.last = truncation.clone();
             entry.at_ms = now_ms();
             entry.paused = paused;

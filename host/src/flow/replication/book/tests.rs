@@ -861,3 +861,33 @@ fn a_log_started_again_below_the_stored_position_is_reported() {
     ));
     assert!(truncations(&book.take_effects()).is_empty());
 }
+
+/// A record declined (sought back to) and deleted at the source before it was read again:
+/// librdkafka resets to the log start, the range is reported from the awaited record, and
+/// the partition flows on instead of waiting for a record that is gone.
+#[test]
+fn a_declined_record_deleted_before_it_is_read_again_does_not_stall_its_partition() {
+    let now = Instant::now();
+    let mut book = truncation_book(false, false, None);
+    for offset in 0..30 {
+        send_and_ack(&mut book, offset, Some(0), now);
+    }
+    let Offer::Send { key, .. } = book.offer_at("orders", 0, 30, || Some(0), now) else {
+        panic!("30 is offered");
+    };
+    book.decline(key, 30);
+    book.take_effects();
+    assert!(matches!(
+        send_and_ack(&mut book, 33, Some(33), now),
+        Offer::Send { .. }
+    ));
+    assert_eq!(
+        truncations(&book.take_effects()),
+        vec![(Truncation::Deleted { from: 30, to: 33 }, false)]
+    );
+    assert!(matches!(
+        send_and_ack(&mut book, 34, Some(33), now),
+        Offer::Send { .. }
+    ));
+    assert_eq!(book.take_commits(), vec![("orders".into(), 0, 35)]);
+}
