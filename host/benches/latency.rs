@@ -5,7 +5,11 @@
 //! - **new topic**: a topic created on the source of a running mirror (with `N` topics
 //!   mirrored already; `LATENCY_TOPICS`, default `100`) -> its first record on the target;
 //! - **restart**: one of three instances mirroring a 12-partition topic under load is
-//!   stopped gracefully and started again -> its first record mirrored again.
+//!   stopped gracefully and started again -> its first record mirrored again;
+//! - **start with a Python policy**: process start -> ready (`/ready`: both clusters
+//!   reached, the first discovery pass done, so every plugin loaded) with the Python
+//!   `prefix-policy` as the replication policy, compiled at start (an empty compile cache)
+//!   and compiled beforehand with `kmirror plugin compile` (what the container image does).
 //!
 //! Records are watched with a client that is not kmirror's.
 //! `scripts/bench.sh latency` (`REPS=n`, `LATENCY_TOPICS=100,10000`).
@@ -16,6 +20,8 @@ mod support;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 use support::{Broker, Client, Feeder, Kmirror, config_file, free_addr, http_get};
 
@@ -221,6 +227,63 @@ fn restart(reps: usize) -> Vec<f64> {
     out
 }
 
+/// `kmirror --cache-dir cache args...`, which must succeed.
+fn kmirror(cache: &Path, args: &[&str]) {
+    let o = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args)
+        .output()
+        .expect("kmirror");
+    assert!(
+        o.status.success(),
+        "kmirror {args:?}:\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Process start -> `/ready` with the Python policy `policy` (in its own directory), its
+/// compile cache empty or filled beforehand by `kmirror plugin compile`.
+fn python_start(policy: &Path, precompiled: bool, rep: usize) -> f64 {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    Client::new(&primary.addr).create_topic("orders", 1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = dir.path().join("plugins.d");
+    std::fs::create_dir_all(&plugins).expect("plugins dir");
+    let file = plugins.join("py_prefix.wasm");
+    std::fs::copy(policy, &file).expect("copy");
+    if precompiled {
+        kmirror(
+            &dir.path().join("cache"),
+            &["plugin", "compile", file.to_str().unwrap()],
+        );
+    }
+    let status = free_addr();
+    let cfg = config_file(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        &plugins,
+        Some(&status),
+        &flow("replication_policy = { plugin = \"py_prefix.wasm\" }"),
+    );
+    let started = Instant::now();
+    let k = Kmirror::start(&cfg, &dir.path().join(format!("python-{rep}.log")));
+    let deadline = started + Duration::from_secs(120);
+    while http_get(&status, "/ready").map(|(code, _)| code) != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "not ready in 120 s; log:\n{}",
+            k.logs()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let secs = started.elapsed().as_secs_f64();
+    drop(k);
+    secs
+}
+
 fn line(name: &str, v: &[f64]) {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
@@ -261,4 +324,29 @@ fn main() {
         "restart of 1 of 3 instances -> flowing again",
         &restart(reps),
     );
+    let built = tempfile::tempdir().expect("tempdir");
+    let policy = built.path().join("py_prefix.wasm");
+    let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/python/prefix-policy");
+    kmirror(
+        &built.path().join("cache"),
+        &[
+            "plugin",
+            "build",
+            project.to_str().unwrap(),
+            "--out",
+            policy.to_str().unwrap(),
+            "--no-check",
+        ],
+    );
+    for (name, precompiled) in [
+        ("start -> ready, Python policy compiled at start", false),
+        ("start -> ready, Python policy pre-compiled", true),
+    ] {
+        line(
+            name,
+            &(0..reps)
+                .map(|rep| python_start(&policy, precompiled, rep))
+                .collect::<Vec<_>>(),
+        );
+    }
 }
