@@ -385,12 +385,17 @@ pub fn plan(
 
 /// The plan of an instance that does not lead the flow: it changes nothing on the target
 /// (the leader does), so it routes only what the target has: a topic still to be created is
-/// left out, a topic still to be grown keeps the target's partitions.
+/// routed with no partition (its replication tasks subscribe to it now, so their group
+/// rebalance overlaps the leader's election and the creation, and its partitions flow as
+/// soon as a pass finds the target topic), a topic still to be grown keeps the target's
+/// partitions.
 pub fn without_changes(plan: &mut Plan) {
     for action in std::mem::take(&mut plan.actions) {
         match action {
             Action::CreateTopic { source, .. } => {
-                plan.mirror.remove(&source);
+                if let Some(route) = plan.mirror.get_mut(&source) {
+                    route.partitions = 0;
+                }
             }
             Action::AddPartitions { source, from, .. } => {
                 if let Some(route) = plan.mirror.get_mut(&source) {

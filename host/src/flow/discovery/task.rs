@@ -464,7 +464,13 @@ impl<C: Clusters> Discovery<C> {
             .collect();
         telemetry.update(|s| {
             s.state = "running";
-            s.mirrored = plan.mirror.clone();
+            // A topic the leader has still to create is subscribed to, not yet mirrored.
+            s.mirrored = plan
+                .mirror
+                .iter()
+                .filter(|(_, r)| r.partitions > 0)
+                .map(|(t, r)| (t.clone(), r.clone()))
+                .collect();
             s.problems = problems;
             s.discovery_failures = failing;
             s.last_discovery_ms = Some(crate::flow::telemetry::now_ms());

@@ -315,7 +315,10 @@ fn an_instance_that_does_not_lead_routes_only_what_the_target_has() {
     assert_eq!(p.actions.len(), 2);
     without_changes(&mut p);
     assert!(p.actions.is_empty());
-    assert!(!p.mirror.contains_key("new"), "the leader creates it first");
+    assert_eq!(
+        p.mirror["new"].partitions, 0,
+        "subscribed to, nothing routed until the leader created it"
+    );
     assert_eq!(
         p.mirror["grown"].partitions, 4,
         "the target's partitions, until the leader grows it"
