@@ -14,14 +14,15 @@
 //! Records are watched with a client that is not kmirror's.
 //! `scripts/bench.sh latency` (`REPS=n`, `LATENCY_TOPICS=100,10000`).
 
+mod common;
 #[path = "../../tests/e2e/support/mod.rs"]
 mod support;
 
+use common::kmirror_cli;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use support::{Broker, Client, Feeder, Kmirror, config_file, free_addr, http_get};
 
@@ -227,22 +228,6 @@ fn restart(reps: usize) -> Vec<f64> {
     out
 }
 
-/// `kmirror --cache-dir cache args...`, which must succeed.
-fn kmirror(cache: &Path, args: &[&str]) {
-    let o = Command::new(env!("CARGO_BIN_EXE_kmirror"))
-        .arg("--cache-dir")
-        .arg(cache)
-        .args(args)
-        .output()
-        .expect("kmirror");
-    assert!(
-        o.status.success(),
-        "kmirror {args:?}:\n{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 /// Process start -> `/ready` with the Python policy `policy` (in its own directory), its
 /// compile cache empty or filled beforehand by `kmirror plugin compile`.
 fn python_start(policy: &Path, precompiled: bool, rep: usize) -> f64 {
@@ -254,7 +239,7 @@ fn python_start(policy: &Path, precompiled: bool, rep: usize) -> f64 {
     let file = plugins.join("py_prefix.wasm");
     std::fs::copy(policy, &file).expect("copy");
     if precompiled {
-        kmirror(
+        kmirror_cli(
             &dir.path().join("cache"),
             &["plugin", "compile", file.to_str().unwrap()],
         );
@@ -327,7 +312,7 @@ fn main() {
     let built = tempfile::tempdir().expect("tempdir");
     let policy = built.path().join("py_prefix.wasm");
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/python/prefix-policy");
-    kmirror(
+    kmirror_cli(
         &built.path().join("cache"),
         &[
             "plugin",

@@ -21,9 +21,8 @@ mod common;
 #[path = "../../tests/e2e/support/mod.rs"]
 mod support;
 
-use common::{Run, median};
+use common::{Run, kmirror_cli, median};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use support::{Broker, Client};
 
 const TOPICS: usize = 3;
@@ -62,22 +61,6 @@ fn preload(addr: &str, n: usize) {
     c.flush();
 }
 
-/// `kmirror [--cache-dir cache] args...`, which must succeed.
-fn kmirror(cache: &Path, args: &[&str]) {
-    let o = Command::new(env!("CARGO_BIN_EXE_kmirror"))
-        .arg("--cache-dir")
-        .arg(cache)
-        .args(args)
-        .output()
-        .expect("kmirror");
-    assert!(
-        o.status.success(),
-        "kmirror {args:?}:\n{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 /// The plugin directory of the runs: the built Rust plugins, and the Python and JavaScript
 /// ones built now, all compiled into `cache`.
 fn plugins(dir: &Path, cache: &Path, languages: &[(&str, &str)]) -> PathBuf {
@@ -96,7 +79,7 @@ fn plugins(dir: &Path, cache: &Path, languages: &[(&str, &str)]) -> PathBuf {
     for &(lang, out) in languages {
         let project = repo.join(format!("plugins/{lang}/json-mask"));
         let mask = plugins.join(format!("{out}_json_mask.wasm"));
-        kmirror(
+        kmirror_cli(
             cache,
             &[
                 "plugin",
@@ -107,7 +90,7 @@ fn plugins(dir: &Path, cache: &Path, languages: &[(&str, &str)]) -> PathBuf {
                 "--no-check",
             ],
         );
-        kmirror(
+        kmirror_cli(
             cache,
             &[
                 "plugin",
@@ -123,7 +106,7 @@ fn plugins(dir: &Path, cache: &Path, languages: &[(&str, &str)]) -> PathBuf {
         );
         let pass = plugins.join(format!("{out}_pass.wasm"));
         let project = dir.join(format!("{out}-pass"));
-        kmirror(
+        kmirror_cli(
             cache,
             &[
                 "plugin",
@@ -141,7 +124,7 @@ fn plugins(dir: &Path, cache: &Path, languages: &[(&str, &str)]) -> PathBuf {
         "test_pass_through.wasm",
         "json_mask.wasm",
     ] {
-        kmirror(
+        kmirror_cli(
             cache,
             &["plugin", "compile", plugins.join(f).to_str().unwrap()],
         );

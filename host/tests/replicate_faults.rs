@@ -67,6 +67,16 @@ fn produce_to(servers: &str, topic: &str, partitions: usize, range: std::ops::Ra
     p.flush(Duration::from_secs(30)).expect("flush");
 }
 
+/// A plain consumer that reads without storing progress.
+fn checker(servers: &str) -> BaseConsumer {
+    ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .set("group.id", "checker")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer")
+}
+
 /// How often each id arrived on `topic` (2 partitions), reading until `n` distinct ids or
 /// `timeout`.
 fn count_ids(servers: &str, topic: &str, n: usize, timeout: Duration) -> BTreeMap<String, usize> {
@@ -82,12 +92,7 @@ fn count_ids_in(
     n: usize,
     timeout: Duration,
 ) -> BTreeMap<String, usize> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .set("group.id", "checker")
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("consumer");
+    let c = checker(servers);
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
         tpl.add_partition_offset(topic, p, Offset::Beginning)
@@ -1229,12 +1234,7 @@ async fn truncated_source(source: &MockCluster<'static, DefaultProducerContext>)
 
 /// The first `expect` keys on partition 0 of the target topic, in order, and its end.
 fn target_keys(servers: &str, expect: usize) -> (Vec<String>, i64) {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .set("group.id", "checker")
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("consumer");
+    let c = checker(servers);
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset("primary.orders", 0, Offset::Beginning)
         .expect("tpl");

@@ -1,6 +1,6 @@
-//! What the throughput benchmarks share: timing a real `kmirror` binary copying preloaded
+//! What the benchmarks that run the real binary share: timing a `kmirror` copying preloaded
 //! topics to a fresh target broker (steady state read from its `/status` counter), the
-//! process's CPU and peak RSS, medians.
+//! process's CPU and peak RSS, medians, and running its CLI.
 
 #![allow(dead_code)]
 
@@ -8,6 +8,22 @@ use super::support::{Broker, free_addr, http_get};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// `kmirror --cache-dir cache args...`, which must succeed.
+pub fn kmirror_cli(cache: &Path, args: &[&str]) {
+    let o = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args)
+        .output()
+        .expect("kmirror");
+    assert!(
+        o.status.success(),
+        "kmirror {args:?}:\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
 
 /// Seconds since the epoch.
 pub fn now_s() -> f64 {
