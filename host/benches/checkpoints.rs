@@ -2,10 +2,14 @@
 //! end on two local brokers with the real `kmirror` binary: the committed offsets of all
 //! groups come from one admin client (ListConsumerGroupOffsets, all requests in flight
 //! together); reported: time until all are visible, each pass's duration, and kmirror's
-//! peak RSS and thread count (no client per group).
+//! peak RSS and thread count (no client per group). Run twice in the same process: idle,
+//! and while kmirror mirrors a backlog at full speed (`CHECKPOINT_LOAD` records of 200 B
+//! preloaded into a 12-partition topic, default 2,000,000: about 6 s of mirroring here; 0 skips this run): then also the
+//! records mirrored while the checkpoints became visible and kmirror's CPU.
 //!
 //! `cargo xtask plugins && cargo bench -p kmirror --bench checkpoints`
 
+mod common;
 #[path = "../../tests/e2e/support/mod.rs"]
 mod support;
 
@@ -13,7 +17,7 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::time::{Duration, Instant};
-use support::{Broker, Client, Kmirror, write_config};
+use support::{Broker, Client, Kmirror, free_addr, http_get, write_config};
 
 const PARTITIONS: i32 = 10;
 fn groups() -> usize {
@@ -28,6 +32,18 @@ fn main() {
         println!("checkpoints: benchmark");
         return;
     }
+    let load = std::env::var("CHECKPOINT_LOAD")
+        .ok()
+        .and_then(|g| g.parse().ok())
+        .unwrap_or(2_000_000);
+    run(0);
+    if load > 0 {
+        run(load);
+    }
+}
+
+/// One run: the checkpoints, with `load` records to mirror at the same time.
+fn run(load: usize) {
     let (primary, backup) = (Broker::start(), Broker::start());
     let src = Client::new(&primary.addr);
     src.create_topic("t", PARTITIONS);
@@ -57,9 +73,37 @@ fn main() {
         }
         c.commit(&tpl, CommitMode::Sync).expect("commit");
     }
+    if load > 0 {
+        src.create_topic("load", 12);
+        let value = vec![b'v'; 200];
+        for i in 0..load {
+            let key = i.to_string();
+            src.produce(
+                "load",
+                (i % 12) as i32,
+                key.as_bytes(),
+                &value,
+                &[],
+                1_700_000_000_000,
+            );
+        }
+        src.flush();
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let extra = "emit_checkpoints_interval = \"1s\"\nrefresh_groups_interval = \"1s\"\nemit_heartbeats_enabled = false";
     let config = write_config(dir.path(), &primary.addr, &backup.addr, extra);
+    let status = free_addr();
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        format!("[status]\nlisten = \"{status}\"\n\n{text}"),
+    )
+    .expect("config");
+    let records = || {
+        http_get(&status, "/status")
+            .and_then(|(_, s)| s["flows"][0]["records"].as_u64())
+            .unwrap_or(0)
+    };
     let started = Instant::now();
     // SAFETY: set before the child starts; read by the child only.
     unsafe { std::env::set_var("KMIRROR_LOG", "info,kmirror::flow::checkpoints=debug") };
@@ -83,10 +127,20 @@ fn main() {
             "only {n} checkpoints after 300 s"
         );
     }
+    let took = started.elapsed();
+    let mirrored = records();
     println!(
-        "{target} checkpoints ({} groups x {PARTITIONS} partitions) visible on the target {:.2?} after kmirror started; its passes:",
+        "{}: {target} checkpoints ({} groups x {PARTITIONS} partitions) visible on the target {took:.2?} after kmirror started; {mirrored} records mirrored by then{}; its passes:",
+        if load > 0 {
+            format!("while mirroring a backlog of {load} records")
+        } else {
+            "idle".to_string()
+        },
         groups(),
-        started.elapsed()
+        kmirror.pid().map_or(String::new(), |pid| {
+            let (cpu, _) = common::usage(pid);
+            format!(", kmirror CPU {cpu:.2} s")
+        }),
     );
     for line in kmirror
         .logs()
