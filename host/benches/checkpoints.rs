@@ -4,8 +4,9 @@
 //! together); reported: time until all are visible, each pass's duration, and kmirror's
 //! peak RSS and thread count (no client per group). Run twice in the same process: idle,
 //! and while kmirror mirrors a backlog at full speed (`CHECKPOINT_LOAD` records of 200 B
-//! preloaded into a 12-partition topic, default 2,000,000: about 6 s of mirroring here; 0 skips this run): then also the
-//! records mirrored while the checkpoints became visible and kmirror's CPU.
+//! preloaded into a 12-partition topic, default 2,000,000, about 6 s of mirroring here;
+//! 0 skips this run): then also the records mirrored by the time the checkpoints became
+//! visible, and kmirror's CPU.
 //!
 //! `cargo xtask plugins && cargo bench -p kmirror --bench checkpoints`
 
