@@ -270,6 +270,24 @@ pub struct FlowConfig {
     /// never deletes; off by default).
     #[serde(default)]
     pub sync_topic_acls_delete: bool,
+    /// Whether records and progress are committed in one target transaction (MM2's
+    /// `exactly.once.support`; off by default: at-least-once).
+    #[serde(default)]
+    pub exactly_once: bool,
+    /// How often an exactly-once flow commits its transaction (its records become visible
+    /// to `read_committed` readers then).
+    #[serde(default = "default_transaction_interval", with = "humantime_serde")]
+    pub transaction_interval: Duration,
+    /// Records at most in one transaction of a shard.
+    #[serde(default = "default_transaction_max_records")]
+    pub transaction_max_records: u64,
+    /// Key and value bytes at most in one transaction of a shard.
+    #[serde(default = "default_transaction_max_bytes")]
+    pub transaction_max_bytes: u64,
+    /// How many shards (transactional ids) an exactly-once flow's partitions are spread
+    /// over; fixed at the flow's first start (the shards topic keeps it).
+    #[serde(default)]
+    pub exactly_once_shards: Option<u32>,
 }
 
 fn default_plugins_dir() -> PathBuf {
@@ -304,6 +322,15 @@ fn default_five_seconds() -> Duration {
 }
 fn default_flush_interval() -> Duration {
     Duration::from_secs(1)
+}
+fn default_transaction_interval() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_transaction_max_records() -> u64 {
+    100_000
+}
+fn default_transaction_max_bytes() -> u64 {
+    64 << 20
 }
 fn default_session_timeout() -> Duration {
     Duration::from_secs(10)

@@ -46,6 +46,26 @@ pub struct FlowSettings {
     pub take_over_from_mm2: bool,
     /// How topic ACLs are synced to the target; `None` when they are not.
     pub sync_topic_acls: Option<AclSyncSettings>,
+    /// How an exactly-once flow's transactions run; `None`: at-least-once.
+    pub exactly_once: Option<ExactlyOnceSettings>,
+}
+
+/// The most shards an exactly-once flow may have.
+pub const MAX_SHARDS: u32 = 256;
+/// Shards of an exactly-once flow unless configured.
+pub const DEFAULT_SHARDS: u32 = 8;
+
+/// How an exactly-once flow's transactions run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExactlyOnceSettings {
+    /// A shard's open transaction is committed this often.
+    pub transaction_interval: Duration,
+    /// Records at most in one transaction.
+    pub max_records: u64,
+    /// Key and value bytes at most in one transaction.
+    pub max_bytes: u64,
+    /// Shards (transactional ids) when the shards topic is created.
+    pub shards: u32,
 }
 
 /// The most replication tasks one flow may have per instance.
@@ -132,6 +152,11 @@ impl FlowSettings {
         );
         let shutdown_timeout = positive("shutdown_timeout", c.shutdown_timeout, true);
         let unreachable_after = positive("unreachable_after", c.unreachable_after, true);
+        let transaction_interval = positive(
+            "transaction_interval",
+            c.transaction_interval,
+            c.exactly_once,
+        );
         if !(Duration::from_secs(1)..=Duration::from_secs(300)).contains(&c.session_timeout) {
             errors.push(SettingError {
                 key: "session_timeout",
@@ -175,6 +200,39 @@ impl FlowSettings {
                     .into(),
             });
         }
+        if c.exactly_once {
+            if c.transaction_max_records == 0 {
+                errors.push(SettingError {
+                    key: "transaction_max_records",
+                    message: "must be at least 1".into(),
+                });
+            }
+            if c.transaction_max_bytes < 1024 {
+                errors.push(SettingError {
+                    key: "transaction_max_bytes",
+                    message: "must be at least 1024".into(),
+                });
+            }
+            if c.exactly_once_shards
+                .is_some_and(|n| !(1..=MAX_SHARDS).contains(&n))
+            {
+                errors.push(SettingError {
+                    key: "exactly_once_shards",
+                    message: format!("must be between 1 and {MAX_SHARDS}"),
+                });
+            }
+            if c.take_over_from_mm2 {
+                errors.push(SettingError {
+                    key: "take_over_from_mm2",
+                    message: "is not supported with exactly_once = true (an exactly-once flow keeps its progress on the target; take over with exactly_once = false first)".into(),
+                });
+            }
+        } else if c.exactly_once_shards.is_some() {
+            errors.push(SettingError {
+                key: "exactly_once_shards",
+                message: "needs exactly_once = true".into(),
+            });
+        }
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -206,6 +264,12 @@ impl FlowSettings {
             sync_topic_acls: c.sync_topic_acls_enabled.then_some(AclSyncSettings {
                 interval: acl_sync,
                 delete: c.sync_topic_acls_delete,
+            }),
+            exactly_once: c.exactly_once.then_some(ExactlyOnceSettings {
+                transaction_interval,
+                max_records: c.transaction_max_records,
+                max_bytes: c.transaction_max_bytes,
+                shards: c.exactly_once_shards.unwrap_or(DEFAULT_SHARDS),
             }),
         })
     }

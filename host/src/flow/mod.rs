@@ -24,6 +24,7 @@ pub mod acls;
 pub mod checkpoints;
 pub mod discovery;
 pub mod duties;
+pub mod exactly_once;
 pub mod group_sync;
 pub mod heartbeats;
 pub mod leadership;

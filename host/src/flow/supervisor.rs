@@ -12,8 +12,8 @@ use super::replication::ReplicatorSettings;
 use super::tasks::Tasks;
 use super::telemetry::{Counter, FlowTelemetry};
 use super::{
-    CHECKPOINTS_SINGLE, FlowError, Routes, SYNCS_SINGLE, discovery, ownership, progress_group,
-    replication, retry, takeover,
+    CHECKPOINTS_SINGLE, FlowError, Routes, SYNCS_SINGLE, discovery, exactly_once, ownership,
+    progress_group, replication, retry, takeover,
 };
 use crate::config::{ResolvedFlow, SyncsLocation};
 use crate::kafka::Cluster;
@@ -146,20 +146,54 @@ pub async fn run(
         let live = plugins.clone();
         shared = shared.with_roles(Arc::new(move || live.roles()));
     }
-    for member in 0..fs.replication_tasks {
-        let settings = ReplicatorSettings {
-            member,
-            ..settings.clone()
+    if let Some(eos) = fs.exactly_once {
+        // Exactly-once: the shards of the flow, shared through a group on the target.
+        let ctx = exactly_once::ExactlyOnceContext {
+            source: source.clone(),
+            target: target.clone(),
+            syncs_cluster: syncs_cluster.clone(),
+            flow: name.clone(),
+            source_alias: src.clone(),
+            target_alias: dst.clone(),
+            progress_group: progress_group(src, dst),
+            syncs_topic: topics.offset_syncs.clone(),
+            shards: eos.shards,
+            replication_factor: rf,
+            settings: exactly_once::shard::ShardSettings {
+                transaction_interval: eos.transaction_interval,
+                max_records: eos.max_records,
+                max_bytes: eos.max_bytes,
+                start_offset: fs.start_offset,
+                on_unproducible: fs.on_unproducible,
+                on_transform_error: fs.on_transform_error,
+                on_source_truncation: fs.on_source_truncation,
+                retry_paused_every: settings.retry_paused_every,
+                offset_lag_max: fs.offset_lag_max,
+                flush_interval: fs.offset_flush_interval,
+            },
+            session_timeout: fs.session_timeout,
+            drain_timeout: fs.shutdown_timeout,
+            routes: routes.clone(),
+            telemetry: telemetry.clone(),
+            roles: shared.roles.clone(),
         };
-        let run = replication::run_restarting(
-            clusters.clone(),
-            settings,
-            routes.clone(),
-            stop.clone(),
-            telemetry.clone(),
-            shared.clone(),
-        );
-        tasks.spawn("replication", run);
+        tasks.spawn("exactly-once shards", exactly_once::run(ctx, stop.clone()));
+    } else {
+        for member in 0..fs.replication_tasks {
+            let settings = ReplicatorSettings {
+                member,
+                ..settings.clone()
+            };
+            let run = replication::run_restarting(
+                clusters.clone(),
+                settings,
+                routes.clone(),
+                stop.clone(),
+                telemetry.clone(),
+                shared.clone(),
+            );
+            tasks.spawn("replication", run);
+        }
     }
     // Elected duties: on the one instance that holds the control group's partition.
     let (leader_tx, leader) = watch::channel(false);

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod proxy;
+pub mod txn;
 
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};

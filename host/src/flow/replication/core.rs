@@ -9,6 +9,7 @@ use super::book::{Ack, Book, BookSettings, Effect, Offer, Orphans};
 use super::chain::Fate;
 use super::contexts::{CommitOutcome, Deliveries, Membership, Rebalancing};
 use super::failures::classify;
+use super::outgoing::{Outgoing, outgoing};
 use super::progress::InFlight;
 use super::truncation::Truncation;
 use crate::flow::Routes;
@@ -16,8 +17,8 @@ use crate::flow::offset_syncs::sender::SyncSender;
 use crate::flow::telemetry::{Counter, FlowTelemetry, now_ms};
 use crate::kafka::clients::cached_watermarks;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::producer::{Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -178,62 +179,25 @@ impl Core {
             Offer::Full => return Forwarded::Full,
         };
         let timestamp = msg.timestamp().to_millis();
-        let mut record: BaseRecord<'_, [u8], [u8], usize> =
-            BaseRecord::with_opaque_to(&target, key as usize).partition(partition);
-        let size = match fate {
-            Fate::Keep => {
-                if let Some(k) = msg.key() {
-                    record = record.key(k);
-                }
-                if let Some(v) = msg.payload() {
-                    record = record.payload(v);
-                }
-                if let Some(h) = msg.headers() {
-                    if h.count() > 0 {
-                        record = record.headers(h.detach());
-                    }
-                }
-                msg.payload_len() + msg.key().map_or(0, <[u8]>::len)
-            }
-            Fate::Rewrite(r) => {
-                if let Some(k) = &r.key {
-                    record = record.key(k.as_slice());
-                }
-                if let Some(v) = &r.value {
-                    record = record.payload(v.as_slice());
-                }
-                if !r.headers.is_empty() {
-                    let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
-                    for (name, value) in &r.headers {
-                        headers = headers.insert(Header {
-                            key: name,
-                            value: value.as_deref(),
-                        });
-                    }
-                    record = record.headers(headers);
-                }
-                r.key.as_ref().map_or(0, Vec::len) + r.value.as_ref().map_or(0, Vec::len)
-            }
-            Fate::Drop => {
+        let (record, size) = match outgoing(msg, fate, &target, partition, key as usize) {
+            Outgoing::Record(record, size) => (record, size),
+            Outgoing::Drop => {
                 self.book.dropped(key, up);
                 self.dropped += 1;
                 return Forwarded::Done;
             }
-            Fate::Failed(reason) => {
-                self.book.transform_failed(key, up, reason.clone(), now);
+            Outgoing::Failed(reason) => {
+                self.book.transform_failed(key, up, reason.to_string(), now);
                 self.apply(consumer);
                 return Forwarded::Done;
             }
-            Fate::Unasked => {
+            Outgoing::Unasked => {
                 // Never produced untransformed: read again (and transformed) later.
                 self.book.decline(key, up);
                 self.apply(consumer);
                 return Forwarded::Done;
             }
         };
-        if let Some(ts) = timestamp {
-            record = record.timestamp(ts);
-        }
         match self.producer.send(record) {
             Ok(()) => {
                 self.book.sent(

@@ -21,23 +21,25 @@
 //!   whether each flows, their progress, as a pure state machine — to librdkafka;
 //!   [`effects`]: what it decides, as values; `status`: what a task reports; `table`:
 //!   owned partitions; [`progress`]: one partition's progress (pure); [`failures`]: what a
-//!   produce error means (pure); [`chain`]: the record-transform chain over a batch (pure); [`orphans`]: progress of partitions whose assignment was
+//!   produce error means (pure); [`chain`]: the record-transform chain over a batch (pure); [`outgoing`]: a record as the chain left it, to produce; [`orphans`]: progress of partitions whose assignment was
 //!   lost; [`leave`]: the order the tasks leave the group in at a graceful stop.
 
 pub mod book;
 pub mod chain;
-mod contexts;
+pub(crate) mod contexts;
 mod core;
 pub mod effects;
 pub mod failures;
 pub mod leave;
 pub mod orphans;
+pub mod outgoing;
 pub mod progress;
 mod rebalance;
 mod status;
 mod table;
 pub mod truncation;
 mod worker;
+pub(crate) use worker::transformed;
 
 pub use failures::OnUnproducible;
 
@@ -181,7 +183,7 @@ pub enum ReplicateError {
 }
 
 /// A writer session id, different for every replicator start of every instance.
-fn session_id() -> u64 {
+pub(crate) fn session_id() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

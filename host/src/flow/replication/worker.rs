@@ -274,7 +274,12 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
             since_reports += batch.len() as u32;
             match chain {
                 Some(roles) => {
-                    let fates = transformed(&roles.record_transforms, &batch, &ctx);
+                    let fates = transformed(
+                        &roles.record_transforms,
+                        &batch,
+                        ctx.settings.on_transform_error,
+                        &ctx.telemetry,
+                    );
                     pending.extend(batch.into_iter().zip(fates));
                 }
                 None => pending.extend(batch.into_iter().map(|m| (m, Fate::Keep))),
@@ -380,11 +385,13 @@ fn fetch<'c>(
     batch
 }
 
-/// The fate of each of `batch`'s records through `chain`, counted per link.
-fn transformed(
+/// The fate of each of `batch`'s records through `chain`, counted per link in
+/// `telemetry`.
+pub(crate) fn transformed(
     chain: &[ChainLink],
     batch: &[BorrowedMessage<'_>],
-    ctx: &WorkerContext,
+    on_error: OnUnproducible,
+    telemetry: &FlowTelemetry,
 ) -> Vec<Fate> {
     // The batch's headers in one vector (their names are borrowed from it), and how many
     // each record has.
@@ -415,11 +422,11 @@ fn transformed(
             }
         })
         .collect();
-    let pause = ctx.settings.on_transform_error == OnUnproducible::Pause;
+    let pause = on_error == OnUnproducible::Pause;
     let deadline = Instant::now() + CHAIN_BUDGET;
     let (fates, tallies) = chain::apply(chain, &records, pause, deadline);
     let names: Vec<&str> = chain.iter().map(|l| l.name.as_str()).collect();
-    ctx.telemetry.transformed(&names, &tallies);
+    telemetry.transformed(&names, &tallies);
     fates
 }
 

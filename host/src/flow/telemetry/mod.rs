@@ -68,13 +68,17 @@ pub enum Counter {
     /// Times records of a source partition were found lost at the source (deleted before
     /// they were mirrored, or the topic created again).
     SourceTruncations,
+    /// Transactions an exactly-once flow committed on the target.
+    Transactions,
+    /// Transactions an exactly-once flow aborted (their records are read again).
+    TransactionsAborted,
     /// Errors seen.
     Errors,
 }
 
 impl Counter {
     /// Every counter, in the order they are shown.
-    pub const ALL: [Counter; 23] = [
+    pub const ALL: [Counter; 25] = [
         Counter::Records,
         Counter::Bytes,
         Counter::OffsetSyncs,
@@ -97,6 +101,8 @@ impl Counter {
         Counter::TransformFailuresSkipped,
         Counter::TransformFailuresPaused,
         Counter::SourceTruncations,
+        Counter::Transactions,
+        Counter::TransactionsAborted,
         Counter::Errors,
     ];
 
@@ -125,6 +131,8 @@ impl Counter {
             Counter::TransformFailuresSkipped => "transform_failures_skipped",
             Counter::TransformFailuresPaused => "transform_failures_paused",
             Counter::SourceTruncations => "source_truncations",
+            Counter::Transactions => "transactions",
+            Counter::TransactionsAborted => "transactions_aborted",
             Counter::Errors => "errors",
         }
     }
@@ -177,6 +185,10 @@ impl Counter {
             }
             Counter::SourceTruncations => {
                 "Times records of a source partition were found lost at the source (deleted before they were mirrored, or the topic created again)"
+            }
+            Counter::Transactions => "Transactions an exactly-once flow committed on the target",
+            Counter::TransactionsAborted => {
+                "Transactions an exactly-once flow aborted (their records are mirrored again)"
             }
             Counter::Errors => "Errors (Kafka, plugins), each also logged",
         }
