@@ -23,15 +23,18 @@ use support::*;
 
 const T: Duration = Duration::from_secs(120);
 
+/// Quick fault settings, exactly-once with four shards, a transaction every `interval`.
 fn config(
     dir: &Path,
     primary: &str,
     backup: &str,
     status: &str,
-    extra: &str,
+    interval: &str,
 ) -> std::path::PathBuf {
-    let flow = "session_timeout = \"6s\"\nshutdown_timeout = \"5s\"\nexactly_once = true\ntransaction_interval = \"300ms\"\nexactly_once_shards = 4";
-    let path = write_config(dir, primary, backup, &format!("{flow}\n{extra}"));
+    let flow = format!(
+        "session_timeout = \"6s\"\nshutdown_timeout = \"5s\"\nexactly_once = true\ntransaction_interval = \"{interval}\"\nexactly_once_shards = 4"
+    );
+    let path = write_config(dir, primary, backup, &flow);
     let text = std::fs::read_to_string(&path).expect("config");
     std::fs::write(&path, format!("[status]\nlisten = \"{status}\"\n\n{text}")).expect("config");
     path
@@ -112,7 +115,7 @@ fn kill_9_under_load_mirrors_every_record_exactly_once() {
     src.create_topic("load", 4);
     let dir = tempfile::tempdir().expect("tempdir");
     let status = free_addr();
-    let cfg = config(dir.path(), &primary.addr, &backup.addr, &status, "");
+    let cfg = config(dir.path(), &primary.addr, &backup.addr, &status, "300ms");
     let log = dir.path().join("kmirror.log");
     const RATE: usize = 400;
     let mut feeder = Feeder::start(&primary.addr, "load", 4, RATE);
@@ -168,19 +171,17 @@ fn a_graceful_stop_under_load_commits_its_transaction() {
     src.create_topic("calm", 3);
     let dir = tempfile::tempdir().expect("tempdir");
     let status = free_addr();
-    let cfg = config(
-        dir.path(),
-        &primary.addr,
-        &backup.addr,
-        &status,
-        "transaction_interval = \"5s\"",
-    );
+    let cfg = config(dir.path(), &primary.addr, &backup.addr, &status, "5s");
     let log = dir.path().join("kmirror.log");
     let mut feeder = Feeder::start(&primary.addr, "calm", 3, 300);
     let mut k = Kmirror::start(&cfg, &log);
-    wait_for("records are committed", T, || {
+    if poll_until(Duration::from_secs(60), || {
         (mirrored_by(&status)? > 0).then_some(())
-    });
+    })
+    .is_none()
+    {
+        panic!("no record committed in 60 s; log:\n{}", k.logs());
+    }
     // Stopped in the middle of a 5 s transaction: it is committed, not aborted.
     std::thread::sleep(Duration::from_millis(1500));
     let produced_at_stop = feeder.produced();
@@ -211,7 +212,7 @@ fn a_paused_instance_whose_shards_moved_is_fenced_and_duplicates_nothing() {
     src.create_topic("shared", 4);
     let dir = tempfile::tempdir().expect("tempdir");
     let (status_a, status_b) = (free_addr(), free_addr());
-    let cfg_a = config(dir.path(), &primary.addr, &backup.addr, &status_a, "");
+    let cfg_a = config(dir.path(), &primary.addr, &backup.addr, &status_a, "300ms");
     let text = std::fs::read_to_string(&cfg_a).expect("config");
     let cfg_b = dir.path().join("b.toml");
     std::fs::write(&cfg_b, text.replace(&status_a, &status_b)).expect("config");
