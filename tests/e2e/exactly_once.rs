@@ -7,7 +7,9 @@
 //! - `kill -9` at random moments under load, then a last run: 0 missing, 0 duplicated;
 //! - two instances, one stopped with SIGSTOP until its shards move, then SIGCONT: 0
 //!   duplicated, and the resumed instance is fenced (its log says so);
-//! - a graceful stop under load: 0 missing, 0 duplicated.
+//! - a graceful stop under load: 0 missing, 0 duplicated;
+//! - checkpoints and `offsets translate` stay exact across commit markers: a group between
+//!   two transactions translates to the first record after the marker.
 //!
 //! Not tested here: a source producer that aborts transactions. Both this Tansu build and
 //! librdkafka's mock cluster send an empty aborted-transactions list in every Fetch
@@ -262,4 +264,106 @@ fn a_paused_instance_whose_shards_moved_is_fenced_and_duplicates_nothing() {
     assert_eq!(missing, 0, "A:\n{}\nB:\n{}", a.logs(), b.logs());
     assert_eq!(b.stop(), Some(0));
     assert_eq!(a.stop(), Some(0));
+}
+
+#[test]
+fn translation_is_exact_across_commit_markers() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let src = Client::new(&primary.addr);
+    src.create_topic("ledger", 1);
+    for i in 0..30i64 {
+        let v = format!("r{i}");
+        src.produce(
+            "ledger",
+            0,
+            v.as_bytes(),
+            v.as_bytes(),
+            &[],
+            1_700_000_000_000 + i,
+        );
+    }
+    src.flush();
+    // Between the first two transactions, inside the second, between the last two.
+    let groups = [("g-between", 10), ("g-inside", 15), ("g-later", 20)];
+    for (g, at) in groups {
+        commit(&primary.addr, g, "ledger", &[(0, at)]);
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    // Ten records per transaction: three transactions, a commit marker after each.
+    let path = write_config(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        "exactly_once = true\ntransaction_max_records = 10\nexactly_once_shards = 1\nemit_checkpoints_interval = \"500ms\"\nrefresh_groups_interval = \"500ms\"",
+    );
+    let text = std::fs::read_to_string(&path).expect("config");
+    std::fs::write(&path, format!("[status]\nlisten = \"{status}\"\n\n{text}")).expect("config");
+    let mut k = Kmirror::start(&path, &dir.path().join("kmirror.log"));
+    let read = wait_for("every record committed on the target", T, || {
+        let c = txn::read_committed(&backup.addr, "primary.ledger", 0);
+        (c.values.len() == 30).then_some(c)
+    });
+    // r0..r9 at 0..9, a marker at 10, r10..r19 at 11..20, a marker at 21, r20.. at 22..
+    let at = |value: &str| -> i64 {
+        let i = read
+            .values
+            .iter()
+            .position(|v| v == value.as_bytes())
+            .expect(value);
+        read.offsets[i]
+    };
+    assert_eq!(
+        (at("r9"), at("r10"), at("r19"), at("r20")),
+        (9, 11, 20, 22),
+        "markers between the transactions: {:?}",
+        read.offsets
+    );
+    let expected = [
+        ("g-between", 10, at("r10")),
+        ("g-inside", 15, at("r15")),
+        ("g-later", 20, at("r20")),
+    ];
+    let cps = wait_for("a checkpoint of every group", T, || {
+        let cps = checkpoints(&backup.addr);
+        expected
+            .iter()
+            .all(|(g, _, down)| {
+                cps.get(&(g.to_string(), "primary.ledger".to_string(), 0))
+                    .is_some_and(|(_, d)| d == down)
+            })
+            .then_some(cps)
+    });
+    for (g, up, down) in expected {
+        assert_eq!(
+            cps[&(g.to_string(), "primary.ledger".to_string(), 0)],
+            (up, down),
+            "{g}: the first record after the marker"
+        );
+    }
+    for (g, _, down) in expected {
+        let (code, out, err) = kmirror_cli(&[
+            "offsets",
+            "translate",
+            "--config",
+            path.to_str().unwrap(),
+            "--flow",
+            "primary->backup",
+            "--group",
+            g,
+            "--json",
+        ]);
+        assert_eq!(code, Some(0), "{err}");
+        let rows: serde_json::Value = serde_json::from_str(&out).expect("json");
+        assert!(
+            rows.as_array()
+                .expect("rows")
+                .iter()
+                .any(|r| r["topic"] == "primary.ledger"
+                    && r["partition"] == 0
+                    && r["offset"] == down),
+            "{g}: {out}"
+        );
+    }
+    assert_eq!(k.stop(), Some(0));
 }

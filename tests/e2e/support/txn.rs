@@ -25,6 +25,8 @@ const FETCH_VERSION: i16 = 11;
 pub struct Committed {
     /// Values of committed (or non-transactional) records, in offset order.
     pub values: Vec<Vec<u8>>,
+    /// Their offsets.
+    pub offsets: Vec<i64>,
     /// Records of aborted transactions.
     pub aborted_records: usize,
     /// Transactions aborted (ABORT markers).
@@ -115,7 +117,7 @@ pub fn read_committed(addr: &str, topic: &str, partition: i32) -> Committed {
         }
     }
     let mut out = Committed::default();
-    let mut pending: BTreeMap<i64, Vec<Vec<u8>>> = BTreeMap::new();
+    let mut pending: BTreeMap<i64, Vec<(i64, Vec<u8>)>> = BTreeMap::new();
     for r in records {
         if r.control {
             // A control record's key: version (i16), type (i16): 0 ABORT, 1 COMMIT.
@@ -128,7 +130,10 @@ pub fn read_committed(addr: &str, topic: &str, partition: i32) -> Committed {
             match kind {
                 Some(1) => {
                     out.commits += 1;
-                    out.values.extend(held);
+                    for (offset, value) in held {
+                        out.offsets.push(offset);
+                        out.values.push(value);
+                    }
                 }
                 _ => {
                     out.aborts += 1;
@@ -139,8 +144,9 @@ pub fn read_committed(addr: &str, topic: &str, partition: i32) -> Committed {
             pending
                 .entry(r.producer_id)
                 .or_default()
-                .push(r.value.map(|v| v.to_vec()).unwrap_or_default());
+                .push((r.offset, r.value.map(|v| v.to_vec()).unwrap_or_default()));
         } else {
+            out.offsets.push(r.offset);
             out.values
                 .push(r.value.map(|v| v.to_vec()).unwrap_or_default());
         }

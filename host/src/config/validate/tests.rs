@@ -303,3 +303,49 @@ record_transforms = [
         e[1]
     );
 }
+
+#[test]
+fn exactly_once_settings_load_and_are_checked() {
+    let flow = |extra: &str| {
+        format!("{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\n{extra}\n")
+    };
+    let cfg = load(&flow("exactly_once = true")).unwrap_or_else(|e| panic!("{e}"));
+    let eos = cfg.flows[0].settings.exactly_once.expect("on");
+    assert_eq!(eos.transaction_interval, Duration::from_secs(1));
+    assert_eq!(
+        (eos.max_records, eos.max_bytes, eos.shards),
+        (100_000, 64 << 20, 8)
+    );
+    let cfg = load(&flow(
+        "exactly_once = true\ntransaction_interval = \"250ms\"\ntransaction_max_records = 500\nexactly_once_shards = 16",
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let eos = cfg.flows[0].settings.exactly_once.expect("on");
+    assert_eq!(eos.transaction_interval, Duration::from_millis(250));
+    assert_eq!((eos.max_records, eos.shards), (500, 16));
+    assert!(
+        load(&flow("")).unwrap().flows[0]
+            .settings
+            .exactly_once
+            .is_none(),
+        "off by default"
+    );
+
+    let all = errors(&flow(
+        "exactly_once = true\ntransaction_interval = \"0s\"\ntransaction_max_records = 0\nexactly_once_shards = 0\ntake_over_from_mm2 = true",
+    ))
+    .join("\n");
+    for key in [
+        "transaction_interval: must be longer than 0",
+        "transaction_max_records: must be at least 1",
+        "exactly_once_shards: must be between 1 and 256",
+        "take_over_from_mm2: is not supported with exactly_once = true",
+    ] {
+        assert!(all.contains(key), "{key} missing from:\n{all}");
+    }
+    let all = errors(&flow("exactly_once_shards = 4")).join("\n");
+    assert!(
+        all.contains("exactly_once_shards: needs exactly_once = true"),
+        "{all}"
+    );
+}

@@ -331,11 +331,14 @@ impl Ledger {
 
     /// Whether the open transaction is due: older than `interval`, or at a cap.
     pub fn due(&self, now: Instant, interval: Duration, max_records: u64, max_bytes: u64) -> bool {
-        self.opened.is_some_and(|t| {
-            now.duration_since(t) >= interval
-                || self.records >= max_records
-                || self.bytes >= max_bytes
-        })
+        self.opened
+            .is_some_and(|t| now.duration_since(t) >= interval)
+            || self.full(max_records, max_bytes)
+    }
+
+    /// Whether the open transaction reached a size cap.
+    pub fn full(&self, max_records: u64, max_bytes: u64) -> bool {
+        self.opened.is_some() && (self.records >= max_records || self.bytes >= max_bytes)
     }
 
     /// The positions to store with the transaction: every partition that moved past its

@@ -172,6 +172,8 @@ struct Shard {
     skip: BTreeSet<(String, i32, i64)>,
     /// The first delivery error of the open transaction.
     failed_code: Option<RDKafkaErrorCode>,
+    /// Transactions aborted by this run.
+    aborts: u64,
     dropped: u64,
 }
 
@@ -237,6 +239,7 @@ impl Shard {
             reasons: BTreeMap::new(),
             skip: BTreeSet::new(),
             failed_code: None,
+            aborts: 0,
             dropped: 0,
         };
         Ok((shard, source))
@@ -383,8 +386,14 @@ impl Shard {
             None => Vec::new(),
         };
         let pause_lost = self.ctx.settings.on_source_truncation == OnSourceTruncation::Pause;
+        // Partitions sent back to an earlier record in this batch: their later records are
+        // read again after the seek, not taken now.
+        let mut rewound: BTreeSet<(&str, i32)> = BTreeSet::new();
         for (i, msg) in batch.iter().enumerate() {
             let (topic, partition, offset) = (msg.topic(), msg.partition(), msg.offset());
+            if rewound.contains(&(topic, partition)) {
+                continue;
+            }
             let Some(key) = self.ledger.key(topic, partition) else {
                 continue;
             };
@@ -438,6 +447,16 @@ impl Shard {
                     match self.producer.send(record) {
                         Ok(()) => {
                             self.ledger.produced(key, offset, size);
+                            let st = &self.ctx.settings;
+                            if self.ledger.full(st.max_records, st.max_bytes) {
+                                // At a cap: committed now, the rest of the batch goes into
+                                // the next transaction (after an abort it is read again).
+                                let aborts = self.aborts;
+                                self.commit(src)?;
+                                if self.aborts != aborts {
+                                    return Ok(());
+                                }
+                            }
                             break;
                         }
                         Err((e, back)) => {
@@ -452,6 +471,7 @@ impl Shard {
                                 Failure::Transient(why) => {
                                     // Not produced now: the partition reads it again.
                                     self.ctx.telemetry.note_error("produce", "kafka", &why);
+                                    rewound.insert((topic, partition));
                                     self.rewind(
                                         src,
                                         &Rewind {
@@ -488,6 +508,7 @@ impl Shard {
                 }
                 Outgoing::Unasked => {
                     // Read again (and transformed) later: the partition goes back there.
+                    rewound.insert((topic, partition));
                     self.rewind(
                         src,
                         &Rewind {
@@ -741,6 +762,7 @@ impl Shard {
         let shard = self.ctx.shard;
         tracing::warn!(flow = %self.ctx.flow, shard, reason = why, "transaction aborted; its partitions are read again from their stored positions");
         self.ctx.telemetry.add(Counter::TransactionsAborted, 1);
+        self.aborts += 1;
         self.producer
             .abort_transaction(TXN_CALL)
             .map_err(|e| txn_error(shard, "abort_transaction", &e))?;
