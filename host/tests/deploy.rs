@@ -76,6 +76,11 @@ fn the_example_configuration_validates_and_names_every_key() {
         "sync_topic_acls_enabled",
         "sync_topic_acls_interval",
         "sync_topic_acls_delete",
+        "exactly_once",
+        "transaction_interval",
+        "transaction_max_records",
+        "transaction_max_bytes",
+        "exactly_once_shards",
     ] {
         assert!(
             text.contains(&format!("{key} =")) || text.contains(&format!("{key}]")),
