@@ -150,6 +150,14 @@ fn kill_9_under_load_mirrors_every_record_exactly_once() {
     assert_eq!(missing, 0, "log:\n{}", last.logs());
     assert_eq!(duplicated, 0, "log:\n{}", last.logs());
     assert_eq!(last.stop(), Some(0));
+    // Counted again once nothing writes any more: still once each, no transaction open.
+    let (counts, total) = committed_ids(&backup.addr, "primary.load", 4);
+    assert_eq!(
+        counts.values().map(|c| c - 1).sum::<usize>(),
+        0,
+        "duplicates after the stop"
+    );
+    assert_eq!(total.open_records, 0, "{total:?}");
     // Every record is committed once more with its position: the progress stored on the
     // target is exactly where the source ends.
     let stored = committed(&backup.addr, "kmirror.primary.backup", "primary.load", 4);
@@ -264,6 +272,13 @@ fn a_paused_instance_whose_shards_moved_is_fenced_and_duplicates_nothing() {
     assert_eq!(missing, 0, "A:\n{}\nB:\n{}", a.logs(), b.logs());
     assert_eq!(b.stop(), Some(0));
     assert_eq!(a.stop(), Some(0));
+    let (counts, total) = committed_ids(&backup.addr, "primary.shared", 4);
+    assert_eq!(
+        counts.values().map(|c| c - 1).sum::<usize>(),
+        0,
+        "duplicates after the stops"
+    );
+    assert_eq!(total.open_records, 0, "{total:?}");
 }
 
 #[test]

@@ -201,6 +201,12 @@ impl FlowSettings {
             });
         }
         if c.exactly_once {
+            if c.transaction_interval > Duration::from_secs(30) {
+                errors.push(SettingError {
+                    key: "transaction_interval",
+                    message: "must be at most 30s (the transaction timeout is 60s)".into(),
+                });
+            }
             if c.transaction_max_records == 0 {
                 errors.push(SettingError {
                     key: "transaction_max_records",

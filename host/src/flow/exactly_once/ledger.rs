@@ -373,17 +373,18 @@ impl Ledger {
     /// partitions that read anything are returned, with where to read from again).
     pub fn aborted(&mut self) -> Vec<Rewind> {
         let mut out = Vec::new();
+        // Every partition that read anything goes back (not only those with records in the
+        // transaction: the consumer may have handed out records of theirs not taken yet).
         for part in self.parts.values_mut() {
             part.in_flight.clear();
-            if part.next.take().is_some() {
-                if let Some(at) = part.rewind() {
-                    part.first = true;
-                    out.push(Rewind {
-                        source: part.source.clone(),
-                        partition: part.partition,
-                        at,
-                    });
-                }
+            part.next = None;
+            if let Some(at) = part.rewind() {
+                part.first = true;
+                out.push(Rewind {
+                    source: part.source.clone(),
+                    partition: part.partition,
+                    at,
+                });
             }
         }
         self.close();

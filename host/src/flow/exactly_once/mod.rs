@@ -124,9 +124,15 @@ async fn ensure_shards_topic(
             tracing::debug!(topic, error = %e, "shards topic not created here");
         }
     }
+    // Never the configured count unseen: instances that disagreed on it would map a
+    // partition to two shards. Not visible yet: tried again.
     match target.topics().await?.get(topic) {
         Some(n) => Ok(*n as u32),
-        None => Ok(shards),
+        None => Err(crate::kafka::KafkaError {
+            cluster: target.alias.clone(),
+            operation: format!("create the shards topic {topic}"),
+            message: "not visible yet after its creation".into(),
+        }),
     }
 }
 
@@ -235,10 +241,6 @@ impl ConsumerContext for ShardsGroup {
     }
 }
 
-/// How long a shard that ended with an error waits before it is started again (a zombie
-/// learns meanwhile that its shards moved).
-const RESTART_AFTER: Duration = Duration::from_secs(2);
-
 fn supervise(ctx: ExactlyOnceContext, topic: String, shutdown: CancellationToken) {
     let shared = Arc::new(Shared::default());
     let session = ctx.session_timeout.as_millis().max(1000);
@@ -312,9 +314,12 @@ fn supervise(ctx: ExactlyOnceContext, topic: String, shutdown: CancellationToken
             if running.contains_key(s) {
                 continue;
             }
+            // A shard that ended with an error waits a session before it starts again: an
+            // instance that was paused learns meanwhile that its shards moved, instead of
+            // fencing their new owner.
             if failed_at
                 .get(s)
-                .is_some_and(|t| t.elapsed() < RESTART_AFTER)
+                .is_some_and(|t| t.elapsed() < ctx.session_timeout)
             {
                 continue;
             }

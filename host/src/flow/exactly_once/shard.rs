@@ -172,8 +172,9 @@ struct Shard {
     skip: BTreeSet<(String, i32, i64)>,
     /// The first delivery error of the open transaction.
     failed_code: Option<RDKafkaErrorCode>,
-    /// Transactions aborted by this run.
-    aborts: u64,
+    /// Partitions sought back during the batch being taken (their later records in it
+    /// are read again after the seek).
+    rewound: Vec<(String, i32)>,
     dropped: u64,
 }
 
@@ -239,7 +240,7 @@ impl Shard {
             reasons: BTreeMap::new(),
             skip: BTreeSet::new(),
             failed_code: None,
-            aborts: 0,
+            rewound: Vec::new(),
             dropped: 0,
         };
         Ok((shard, source))
@@ -280,7 +281,7 @@ impl Shard {
             }
             if now >= next_tick {
                 next_tick = now + flush;
-                self.retry_stopped(src, now);
+                self.retry_stopped(src, now)?;
                 self.syncs.flush_delayed();
                 self.publish_status(src);
             }
@@ -309,6 +310,8 @@ impl Shard {
                     self.syncs.retire(key);
                 }
                 self.paused.remove(&(p.source.clone(), p.partition));
+                self.skip
+                    .retain(|(t, q, _)| !(*t == p.source && *q == p.partition));
                 self.reasons.remove(&(p.source.clone(), p.partition));
                 self.assigned.remove(p);
             }
@@ -321,6 +324,14 @@ impl Shard {
                 .progress
                 .committed_offsets(wanted, READ_PROGRESS)
                 .map_err(|e| self.consumer_error("read the shard's stored progress", &e))?;
+            if let Some(e) = stored.elements().iter().find(|e| e.error().is_err()) {
+                let why = format!("{}[{}]: {:?}", e.topic(), e.partition(), e.error());
+                return Err(ShardError::Consumer {
+                    shard: self.ctx.shard,
+                    operation: "read the shard's stored progress",
+                    message: why,
+                });
+            }
             let mut assign = TopicPartitionList::new();
             for p in &new {
                 let at =
@@ -388,10 +399,14 @@ impl Shard {
         let pause_lost = self.ctx.settings.on_source_truncation == OnSourceTruncation::Pause;
         // Partitions sent back to an earlier record in this batch: their later records are
         // read again after the seek, not taken now.
-        let mut rewound: BTreeSet<(&str, i32)> = BTreeSet::new();
+        self.rewound.clear();
         for (i, msg) in batch.iter().enumerate() {
             let (topic, partition, offset) = (msg.topic(), msg.partition(), msg.offset());
-            if rewound.contains(&(topic, partition)) {
+            if self
+                .rewound
+                .iter()
+                .any(|(t, p)| t == topic && *p == partition)
+            {
                 continue;
             }
             let Some(key) = self.ledger.key(topic, partition) else {
@@ -450,12 +465,9 @@ impl Shard {
                             let st = &self.ctx.settings;
                             if self.ledger.full(st.max_records, st.max_bytes) {
                                 // At a cap: committed now, the rest of the batch goes into
-                                // the next transaction (after an abort it is read again).
-                                let aborts = self.aborts;
+                                // the next transaction (after an abort, the partitions
+                                // sought back skip the rest and read it again).
                                 self.commit(src)?;
-                                if self.aborts != aborts {
-                                    return Ok(());
-                                }
                             }
                             break;
                         }
@@ -471,7 +483,6 @@ impl Shard {
                                 Failure::Transient(why) => {
                                     // Not produced now: the partition reads it again.
                                     self.ctx.telemetry.note_error("produce", "kafka", &why);
-                                    rewound.insert((topic, partition));
                                     self.rewind(
                                         src,
                                         &Rewind {
@@ -479,7 +490,7 @@ impl Shard {
                                             partition,
                                             at: offset,
                                         },
-                                    );
+                                    )?;
                                 }
                                 Failure::Unproducible(why) => {
                                     self.unproducible(
@@ -508,7 +519,6 @@ impl Shard {
                 }
                 Outgoing::Unasked => {
                     // Read again (and transformed) later: the partition goes back there.
-                    rewound.insert((topic, partition));
                     self.rewind(
                         src,
                         &Rewind {
@@ -516,7 +526,7 @@ impl Shard {
                             partition,
                             at: offset,
                         },
-                    );
+                    )?;
                 }
             }
         }
@@ -605,17 +615,16 @@ impl Shard {
     }
 
     /// Reads a partition again from `r.at` (resuming it if it was paused).
-    fn rewind(&mut self, src: &Source, r: &Rewind) {
-        if let Err(e) = src.seek(
+    /// A seek that fails ends the shard (it starts again from stored progress): reading
+    /// on past records of an aborted transaction would lose them.
+    fn rewind(&mut self, src: &Source, r: &Rewind) -> Result<(), ShardError> {
+        src.seek(
             &r.source,
             r.partition,
             Offset::Offset(r.at),
             Duration::from_secs(5),
-        ) {
-            self.ctx
-                .telemetry
-                .note_error("seek a partition back", "kafka", &e);
-        }
+        )
+        .map_err(|e| self.consumer_error("seek a partition back", &e))?;
         if self.paused.remove(&(r.source.clone(), r.partition)) {
             if let Err(e) = src.resume(&tpl_of([(r.source.as_str(), r.partition)])) {
                 self.ctx
@@ -623,18 +632,21 @@ impl Shard {
                     .note_error("resume a partition", "kafka", &e);
             }
         }
+        self.rewound.push((r.source.clone(), r.partition));
+        Ok(())
     }
 
     /// Partitions stopped at a record long enough read it again.
-    fn retry_stopped(&mut self, src: &Source, now: Instant) {
+    fn retry_stopped(&mut self, src: &Source, now: Instant) -> Result<(), ShardError> {
         for r in self
             .ledger
             .unblock_due(now, self.ctx.settings.retry_paused_every)
         {
             tracing::info!(flow = %self.ctx.flow, topic = %r.source, partition = r.partition, offset = r.at, "retrying the record its partition stopped at");
             self.reasons.remove(&(r.source.clone(), r.partition));
-            self.rewind(src, &r);
+            self.rewind(src, &r)?;
         }
+        Ok(())
     }
 
     fn serve_deliveries(&mut self, timeout: Duration) {
@@ -762,14 +774,26 @@ impl Shard {
         let shard = self.ctx.shard;
         tracing::warn!(flow = %self.ctx.flow, shard, reason = why, "transaction aborted; its partitions are read again from their stored positions");
         self.ctx.telemetry.add(Counter::TransactionsAborted, 1);
-        self.aborts += 1;
         self.producer
             .abort_transaction(TXN_CALL)
             .map_err(|e| txn_error(shard, "abort_transaction", &e))?;
-        // Reports of the aborted records still on their way are of no interest.
-        self.serve_deliveries(Duration::ZERO);
+        // Every report of the aborted records is awaited and dropped, so none is taken for
+        // a record of the next transaction.
+        let deadline = Instant::now() + TXN_CALL;
+        while self.producer.in_flight_count() > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut stale = Vec::new();
+        self.producer.context().take(&mut stale, Duration::ZERO);
+        if self.producer.in_flight_count() > 0 {
+            return Err(ShardError::Transaction {
+                shard,
+                operation: "abort_transaction",
+                message: "reports of the aborted records did not all arrive".into(),
+            });
+        }
         for r in self.ledger.aborted() {
-            self.rewind(src, &r);
+            self.rewind(src, &r)?;
         }
         self.failed_code = None;
         self.dropped = 0;
