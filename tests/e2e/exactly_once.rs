@@ -97,19 +97,6 @@ fn tally_committed(
     (missing, duplicated, total)
 }
 
-/// A small deterministic generator, so a failing run can be replayed.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}
-
 #[test]
 fn kill_9_under_load_mirrors_every_record_exactly_once() {
     let (primary, backup) = (Broker::start(), Broker::start());

@@ -45,19 +45,6 @@ fn mirrored_by(status: &str) -> Option<u64> {
     http_get(status, "/status")?.1["flows"][0]["records"].as_u64()
 }
 
-/// A small deterministic generator, so a failing run can be replayed.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}
-
 #[test]
 fn kill_9_ten_times_under_load_loses_nothing() {
     let (primary, backup) = (Broker::start(), Broker::start());

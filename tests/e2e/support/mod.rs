@@ -781,3 +781,17 @@ pub fn checkpoints(addr: &str) -> BTreeMap<(String, String, i32), (i64, i64)> {
     }
     out
 }
+
+/// A small deterministic generator, so a failing run can be replayed.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    /// A number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
