@@ -6,7 +6,9 @@
 //! - (b) `pipe`: what a user without a mirror writes: `pipe.py`, a consume->produce loop on
 //!   confluent-kafka with the same producer guarantees, one process per topic;
 //! - (c) `kmirror`: the real binary with the default WASM policy and topic filter
-//!   (`default_policy.wasm`, `regex_filter.wasm`).
+//!   (`default_policy.wasm`, `regex_filter.wasm`);
+//! - (d) `kmirror exactly-once`: the same with `exactly_once = true` (default transaction
+//!   settings); its records count once their transaction is committed.
 //!
 //! Each contender writes to a fresh target broker. Reported per contender, median of
 //! `REPS` (default 3) runs: records/s and MB/s from process start and in steady state (first
@@ -211,7 +213,7 @@ fn run_pipe(src: &str, size: usize, counts: &[Vec<usize>]) -> Run {
     run_children(cmds)
 }
 
-fn run_kmirror(src: &str, size: usize, n: usize, rep: usize) -> Run {
+fn run_kmirror(src: &str, size: usize, n: usize, rep: usize, flow_extra: &str) -> Run {
     let cache = tempfile::tempdir().expect("tempdir");
     let profile = std::env::var("PERF_OUT")
         .ok()
@@ -223,7 +225,7 @@ fn run_kmirror(src: &str, size: usize, n: usize, rep: usize) -> Run {
         rep,
         &support::plugins_dir(),
         cache.path(),
-        "",
+        flow_extra,
         profile,
     )
 }
@@ -286,27 +288,38 @@ fn main() {
             "\n== {size} B values: preloaded {n} records in {:.1?}",
             started.elapsed()
         );
-        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut a, mut b, mut c, mut d) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for rep in 0..reps {
-            // Interleaved, each first in turn, so load drifts affect all three alike.
-            for which in 0..3 {
-                match (which + rep) % 3 {
+            // Interleaved, each first in turn, so load drifts affect all four alike.
+            for which in 0..4 {
+                match (which + rep) % 4 {
                     0 => a.push(run_bare(&primary.addr, size, n)),
                     1 => b.push(run_pipe(&primary.addr, size, &counts)),
-                    _ => c.push(run_kmirror(&primary.addr, size, n, rep)),
+                    2 => c.push(run_kmirror(&primary.addr, size, n, rep, "")),
+                    // Its own source alias, so its progress groups are not (c)'s: a
+                    // flow without progress on the target takes the source group's.
+                    _ => d.push(run_kmirror(
+                        &primary.addr,
+                        size,
+                        n,
+                        rep + 100,
+                        "exactly_once = true\n",
+                    )),
                 }
             }
             println!(
-                "  run {rep}: bare {:.0}/s, pipe {:.0}/s, kmirror {:.0}/s (steady)",
+                "  run {rep}: bare {:.0}/s, pipe {:.0}/s, kmirror {:.0}/s, exactly-once {:.0}/s (steady)",
                 n as f64 / a[rep].steady,
                 n as f64 / b[rep].steady,
-                n as f64 / c[rep].steady
+                n as f64 / c[rep].steady,
+                n as f64 / d[rep].steady
             );
         }
-        let (sa, sb, sc) = (
+        let (sa, sb, sc, sd) = (
             summarize(&a, n, size),
             summarize(&b, n, size),
             summarize(&c, n, size),
+            summarize(&d, n, size),
         );
         println!(
             "  {:<28} {:>14} {:>14} {:>9} {:>9} {:>9}",
@@ -316,6 +329,7 @@ fn main() {
             ("(a) bare rdkafka loop", &sa),
             ("(b) confluent-kafka pipe x3", &sb),
             ("(c) kmirror, WASM plugins", &sc),
+            ("(d) kmirror, exactly-once", &sd),
         ] {
             println!(
                 "  {name:<28} {:>14.0} {:>14.0} {:>9.1} {:>9.2} {:>9.0}",
@@ -328,6 +342,12 @@ fn main() {
             sc.rate_total / sa.rate_total,
             sc.rate_steady / sb.rate_steady,
             sc.rate_total / sb.rate_total
+        );
+        println!(
+            "  exactly-once/at-least-once {:.2} (steady) {:.2} (from start), CPU {:.2}x",
+            sd.rate_steady / sc.rate_steady,
+            sd.rate_total / sc.rate_total,
+            sd.cpu / sc.cpu
         );
     }
 }

@@ -9,7 +9,9 @@
 //!   duplicated, and the resumed instance is fenced (its log says so);
 //! - a graceful stop under load: 0 missing, 0 duplicated;
 //! - checkpoints and `offsets translate` stay exact across commit markers: a group between
-//!   two transactions translates to the first record after the marker.
+//!   two transactions translates to the first record after the marker;
+//! - a record the target will not take stops only its partition (its progress stays at it);
+//! - a flow switched from at-least-once goes on from the source group's progress.
 //!
 //! Not tested here: a source producer that aborts transactions. Both this Tansu build and
 //! librdkafka's mock cluster send an empty aborted-transactions list in every Fetch
@@ -367,5 +369,108 @@ fn translation_is_exact_across_commit_markers() {
             "{g}: {out}"
         );
     }
+    assert_eq!(k.stop(), Some(0));
+}
+
+#[test]
+fn a_record_the_target_will_not_take_stops_only_its_partition() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    // The test's own producer may send what kmirror's default librdkafka settings refuse.
+    let src = Client::with(&primary.addr, &[("message.max.bytes", "4000000")]);
+    src.create_topic("mixed", 3);
+    let produce = |from: usize, to: usize| {
+        for i in from..to {
+            let id = format!("id-{i}");
+            src.produce(
+                "mixed",
+                (i % 3) as i32,
+                id.as_bytes(),
+                id.as_bytes(),
+                &[],
+                1_700_000_000_000,
+            );
+        }
+        src.flush();
+    };
+    produce(0, 300);
+    src.produce(
+        "mixed",
+        0,
+        b"poison",
+        &vec![b'x'; 1_500_000],
+        &[],
+        1_700_000_000_000,
+    );
+    src.flush();
+    produce(300, 600);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let cfg = config(dir.path(), &primary.addr, &backup.addr, &status, "300ms");
+    let mut k = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
+    let paused = wait_for("partition 0 paused in /status", T, || {
+        let (_, s) = http_get(&status, "/status")?;
+        let p = s["flows"][0]["partitions"]["mixed"]["0"]["paused"].clone();
+        (!p.is_null()).then_some(p)
+    });
+    assert_eq!(paused["offset"], 100, "{paused}");
+    // Every other record exactly once; partition 0 up to the record it stopped at.
+    let counts = wait_for("the healthy records committed", T, || {
+        let (counts, _) = committed_ids(&backup.addr, "primary.mixed", 3);
+        (counts.len() == 500).then_some(counts)
+    });
+    for i in 0..600 {
+        let expected = usize::from(i % 3 != 0 || i < 300);
+        assert_eq!(
+            counts.get(&format!("id-{i}")).copied().unwrap_or(0),
+            expected,
+            "id-{i}"
+        );
+    }
+    assert_eq!(k.stop(), Some(0));
+    // Its stored progress stays at the record.
+    let stored = committed(&backup.addr, "kmirror.primary.backup", "primary.mixed", 3);
+    assert_eq!(stored.get(&0), Some(&100), "{stored:?}");
+}
+
+#[test]
+fn a_flow_switched_from_at_least_once_goes_on_where_it_was() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let src = Client::new(&primary.addr);
+    src.create_topic("switch", 2);
+    let produce = |from: usize, to: usize| {
+        for i in from..to {
+            let id = format!("id-{i}");
+            src.produce(
+                "switch",
+                (i % 2) as i32,
+                id.as_bytes(),
+                id.as_bytes(),
+                &[],
+                1_700_000_000_000,
+            );
+        }
+        src.flush();
+    };
+    produce(0, 300);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let alo = write_config(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        "session_timeout = \"6s\"",
+    );
+    let text = std::fs::read_to_string(&alo).expect("config");
+    std::fs::write(&alo, format!("[status]\nlisten = \"{status}\"\n\n{text}")).expect("config");
+    let mut k = Kmirror::start(&alo, &dir.path().join("alo.log"));
+    wait_for("at-least-once mirrored the first 300", T, || {
+        (mirrored_by(&status)? >= 300).then_some(())
+    });
+    assert_eq!(k.stop(), Some(0));
+    produce(300, 600);
+    let eos = config(dir.path(), &primary.addr, &backup.addr, &status, "300ms");
+    let mut k = Kmirror::start(&eos, &dir.path().join("eos.log"));
+    let (missing, duplicated, _) = tally_committed(&backup.addr, "primary.switch", 2, 600);
+    assert_eq!((missing, duplicated), (0, 0), "log:\n{}", k.logs());
     assert_eq!(k.stop(), Some(0));
 }

@@ -61,6 +61,11 @@ impl Part {
         self.stored
     }
 
+    /// Records produced and not yet acked.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
     /// Where the partition stops, if it does.
     pub fn blocked(&self) -> Option<Blocked> {
         self.blocked
@@ -95,6 +100,17 @@ pub struct Rewind {
     pub partition: i32,
     /// Where to read from again.
     pub at: i64,
+}
+
+impl Rewind {
+    /// Back to `at` of `source`/`partition`.
+    pub fn to(source: &str, partition: i32, at: i64) -> Rewind {
+        Rewind {
+            source: source.to_string(),
+            partition,
+            at,
+        }
+    }
 }
 
 /// A partition's position to store on the target with the transaction.
@@ -250,6 +266,24 @@ impl Ledger {
         }
     }
 
+    /// The partition `key`, without stored progress, starts at `at` (its end): the
+    /// position is stored with the next transaction even if no record comes.
+    pub fn start_at(&mut self, key: u64, at: i64) {
+        if let Some(part) = self.parts.get_mut(&key) {
+            if part.stored.is_none() {
+                part.base = Some(at);
+                part.next = Some(at);
+            }
+        }
+    }
+
+    /// Whether a partition moved past its stored position.
+    pub fn unstored(&self) -> bool {
+        self.parts
+            .values()
+            .any(|p| p.next.is_some() && p.next != p.stored)
+    }
+
     /// The record at `offset` of `key` was produced (`bytes` of key and value).
     pub fn produced(&mut self, key: u64, offset: i64, bytes: usize) {
         if let Some(part) = self.parts.get_mut(&key) {
@@ -377,7 +411,12 @@ impl Ledger {
         // transaction: the consumer may have handed out records of theirs not taken yet).
         for part in self.parts.values_mut() {
             part.in_flight.clear();
-            part.next = None;
+            // Without stored progress, where the assignment began stays to be stored.
+            part.next = if part.stored.is_none() {
+                part.base
+            } else {
+                None
+            };
             if let Some(at) = part.rewind() {
                 part.first = true;
                 out.push(Rewind {
@@ -528,6 +567,33 @@ mod tests {
         l.began(Instant::now());
         l.produced(a, 0, 1);
         assert_eq!(l.positions()[0].at, 1, "progress follows the new log");
+    }
+
+    #[test]
+    fn a_start_at_the_end_is_stored_without_a_record_and_survives_an_abort() {
+        let (mut l, a, b) = ledger();
+        l.start_at(a, 99); // has stored progress: unchanged
+        l.start_at(b, 40);
+        assert!(l.unstored());
+        assert_eq!(l.positions().len(), 1);
+        assert_eq!(l.positions()[0].at, 40);
+        l.began(Instant::now());
+        assert_eq!(l.judge(b, 40, || None, false), Take::Take);
+        l.produced(b, 40, 1);
+        let rewinds = l.aborted();
+        assert!(
+            rewinds.contains(&Rewind {
+                source: "orders".into(),
+                partition: 1,
+                at: 40
+            }),
+            "{rewinds:?}"
+        );
+        assert_eq!(l.positions()[0].at, 40, "still to be stored");
+        l.began(Instant::now());
+        l.committed();
+        assert_eq!(l.part(b).unwrap().stored(), Some(40));
+        assert!(!l.unstored());
     }
 
     #[test]

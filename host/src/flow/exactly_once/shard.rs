@@ -30,7 +30,7 @@ use crate::kafka::clients::cached_watermarks;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, DefaultConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Message};
-use rdkafka::producer::{Producer, ThreadedProducer};
+use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -44,6 +44,8 @@ const POLL: Duration = Duration::from_millis(50);
 const MAX_BATCH: usize = 500;
 /// How long a transactional call (init, send offsets, commit, abort) may take.
 const TXN_CALL: Duration = Duration::from_secs(30);
+/// How many times a transactional call is made while its error is retriable.
+const TXN_ATTEMPTS: u32 = 3;
 /// How long reading the shard's stored progress may take.
 const READ_PROGRESS: Duration = Duration::from_secs(15);
 /// The transaction timeout: a transaction the broker aborts when its owner vanished.
@@ -158,7 +160,9 @@ type Source = BaseConsumer<DefaultConsumerContext>;
 /// The shard's clients and state.
 struct Shard {
     ctx: ShardContext,
-    producer: ThreadedProducer<Deliveries>,
+    /// Polled by the shard's own thread (a `ThreadedProducer`'s polling thread spins on a
+    /// transactional producer's queue: measured, most of the mode's CPU).
+    producer: BaseProducer<Deliveries>,
     progress: Source,
     syncs: SyncSender,
     ledger: Ledger,
@@ -180,23 +184,33 @@ struct Shard {
 
 /// Runs the shard until asked to stop (`Ok`), or until a transactional call fails for good.
 pub fn run(ctx: ShardContext) -> Result<(), ShardError> {
-    let member = ctx.shard;
+    let (member, generation) = (ctx.shard, ctx.generation);
     let telemetry = ctx.telemetry.clone();
     let result = Shard::start(ctx).and_then(|(shard, source)| shard.run(&source));
-    telemetry.update(|s| s.publish_member(member, None));
+    // Unless a newer run of the shard published its own status meanwhile.
+    telemetry.update(|s| {
+        let newer = s
+            .members
+            .get(&member)
+            .is_some_and(|m| m.generation != Some(generation));
+        if !newer {
+            s.publish_member(member, None);
+        }
+    });
     result
 }
 
 impl Shard {
     fn start(ctx: ShardContext) -> Result<(Shard, Source), ShardError> {
         let shard = ctx.shard;
-        let producer = ctx.target.threaded_producer(
+        let producer = ctx.target.base_producer(
             &[
                 ("transactional.id", ctx.transactional_id.as_str()),
                 ("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS),
                 ("message.timeout.ms", TRANSACTION_TIMEOUT_MS),
-                ("queue.buffering.max.messages", "100000"),
-                ("queue.buffering.max.kbytes", "65536"),
+                // Per shard (an instance may run every shard of the flow).
+                ("queue.buffering.max.messages", "50000"),
+                ("queue.buffering.max.kbytes", "16384"),
             ],
             Deliveries::default(),
         )?;
@@ -215,7 +229,7 @@ impl Shard {
             &[
                 ("auto.offset.reset", reset),
                 ("allow.auto.create.topics", "false"),
-                ("queued.max.messages.kbytes", "32768"),
+                ("queued.max.messages.kbytes", "8192"),
             ],
             DefaultConsumerContext,
         )?;
@@ -271,6 +285,14 @@ impl Shard {
             }
             self.serve_deliveries(Duration::ZERO);
             let now = Instant::now();
+            if !self.ledger.open() && self.ledger.unstored() {
+                // Positions to store without a record (a start at the end): an
+                // offsets-only transaction.
+                self.producer
+                    .begin_transaction()
+                    .map_err(|e| txn_error(self.ctx.shard, "begin_transaction", &e))?;
+                self.ledger.began(now);
+            }
             let s = &self.ctx.settings;
             if self.ledger.failed().is_some()
                 || self
@@ -332,15 +354,33 @@ impl Shard {
                     message: why,
                 });
             }
+            // Partitions without progress on the target take the source group's (a flow
+            // switched from at-least-once goes on where it was; in this mode the source
+            // group is committed after the target, so it is never ahead).
+            let missing: Vec<&ShardPartition> = new
+                .iter()
+                .filter(|p| stored_at(&stored, &p.target, p.partition).is_none())
+                .collect();
+            let fallback = if missing.is_empty() {
+                TopicPartitionList::new()
+            } else {
+                let tpl = tpl_of(missing.iter().map(|p| (p.source.as_str(), p.partition)));
+                let read = src
+                    .committed_offsets(tpl, READ_PROGRESS)
+                    .map_err(|e| self.consumer_error("read the source group's progress", &e))?;
+                if let Some(e) = read.elements().iter().find(|e| e.error().is_err()) {
+                    return Err(ShardError::Consumer {
+                        shard: self.ctx.shard,
+                        operation: "read the source group's progress",
+                        message: format!("{}[{}]: {:?}", e.topic(), e.partition(), e.error()),
+                    });
+                }
+                read
+            };
             let mut assign = TopicPartitionList::new();
             for p in &new {
-                let at =
-                    stored
-                        .find_partition(&p.target, p.partition)
-                        .and_then(|e| match e.offset() {
-                            Offset::Offset(n) if n >= 0 => Some(n),
-                            _ => None,
-                        });
+                let at = stored_at(&stored, &p.target, p.partition)
+                    .or_else(|| stored_at(&fallback, &p.source, p.partition));
                 let key = self.ledger.add(&p.source, p.partition, &p.target, at);
                 self.syncs.register(
                     key,
@@ -351,7 +391,16 @@ impl Shard {
                 let offset = match (at, self.ctx.settings.start_offset) {
                     (Some(n), _) => Offset::Offset(n),
                     (None, StartOffset::Earliest) => Offset::Beginning,
-                    (None, StartOffset::Latest) => Offset::End,
+                    (None, StartOffset::Latest) => {
+                        // The end now, stored with the next transaction: if the shard
+                        // moves before a record arrives, its next owner starts here, not
+                        // at a later end.
+                        let (_, high) = src
+                            .fetch_watermarks(&p.source, p.partition, READ_PROGRESS)
+                            .map_err(|e| self.consumer_error("read a partition's end", &e))?;
+                        self.ledger.start_at(key, high);
+                        Offset::Offset(high)
+                    }
                 };
                 let _ = assign.add_partition_offset(&p.source, p.partition, offset);
                 self.assigned.insert(p.clone());
@@ -475,22 +524,16 @@ impl Shard {
                             let code = e.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail);
                             match classify(code, true) {
                                 Failure::Backpressure => {
-                                    // Full: wait for room while the reports come in.
+                                    // Full: wait until a quarter of the queue is acked
+                                    // (not one send attempt per report).
                                     record = back;
-                                    self.serve_deliveries(Duration::from_millis(10));
+                                    self.wait_for_room();
                                     continue;
                                 }
                                 Failure::Transient(why) => {
                                     // Not produced now: the partition reads it again.
                                     self.ctx.telemetry.note_error("produce", "kafka", &why);
-                                    self.rewind(
-                                        src,
-                                        &Rewind {
-                                            source: topic.to_string(),
-                                            partition,
-                                            at: offset,
-                                        },
-                                    )?;
+                                    self.rewind(src, &Rewind::to(topic, partition, offset))?;
                                 }
                                 Failure::Unproducible(why) => {
                                     self.unproducible(
@@ -519,14 +562,7 @@ impl Shard {
                 }
                 Outgoing::Unasked => {
                     // Read again (and transformed) later: the partition goes back there.
-                    self.rewind(
-                        src,
-                        &Rewind {
-                            source: topic.to_string(),
-                            partition,
-                            at: offset,
-                        },
-                    )?;
+                    self.rewind(src, &Rewind::to(topic, partition, offset))?;
                 }
             }
         }
@@ -649,10 +685,24 @@ impl Shard {
         Ok(())
     }
 
+    /// Serves delivery reports until a quarter of what the producer holds is acked (or a
+    /// report failed: the transaction is to be aborted).
+    fn wait_for_room(&mut self) {
+        let held = self.producer.in_flight_count();
+        let deadline = Instant::now() + TXN_CALL;
+        while self.producer.in_flight_count() > held - held / 4
+            && self.ledger.failed().is_none()
+            && Instant::now() < deadline
+        {
+            self.serve_deliveries(Duration::from_millis(10));
+        }
+    }
+
     fn serve_deliveries(&mut self, timeout: Duration) {
         self.syncs.poll();
         let mut delivered = std::mem::take(&mut self.delivered);
-        self.producer.context().take(&mut delivered, timeout);
+        self.producer.poll(timeout);
+        self.producer.context().take(&mut delivered, Duration::ZERO);
         for d in delivered.drain(..) {
             if let Err(code) = d.result {
                 self.failed_code.get_or_insert(code);
@@ -722,9 +772,8 @@ impl Shard {
                     message: "the progress group's metadata is unavailable".into(),
                 });
             };
-            if let Err(e) = self
-                .producer
-                .send_offsets_to_transaction(&tpl, &metadata, TXN_CALL)
+            if let Err(e) =
+                self.retrying(|p| p.send_offsets_to_transaction(&tpl, &metadata, TXN_CALL))
             {
                 if requires_abort(&e) {
                     return self.abort(src, &e.to_string());
@@ -732,7 +781,7 @@ impl Shard {
                 return Err(txn_error(shard, "send_offsets_to_transaction", &e));
             }
         }
-        if let Err(e) = self.producer.commit_transaction(TXN_CALL) {
+        if let Err(e) = self.retrying(|p| p.commit_transaction(TXN_CALL)) {
             if requires_abort(&e) {
                 return self.abort(src, &e.to_string());
             }
@@ -774,14 +823,13 @@ impl Shard {
         let shard = self.ctx.shard;
         tracing::warn!(flow = %self.ctx.flow, shard, reason = why, "transaction aborted; its partitions are read again from their stored positions");
         self.ctx.telemetry.add(Counter::TransactionsAborted, 1);
-        self.producer
-            .abort_transaction(TXN_CALL)
+        self.retrying(|p| p.abort_transaction(TXN_CALL))
             .map_err(|e| txn_error(shard, "abort_transaction", &e))?;
         // Every report of the aborted records is awaited and dropped, so none is taken for
         // a record of the next transaction.
         let deadline = Instant::now() + TXN_CALL;
         while self.producer.in_flight_count() > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
+            self.producer.poll(Duration::from_millis(5));
         }
         let mut stale = Vec::new();
         self.producer.context().take(&mut stale, Duration::ZERO);
@@ -817,7 +865,7 @@ impl Shard {
                     position,
                     end,
                     lag: end.zip(position).map(|(e, pos)| (e - pos).max(0)),
-                    in_flight: 0,
+                    in_flight: p.in_flight(),
                     state,
                     paused,
                     unstored_ms: None,
@@ -836,6 +884,29 @@ impl Shard {
             .update(|s| s.publish_member(index, Some(member)));
     }
 
+    /// A transactional call, asked again while librdkafka says the error is retriable (a
+    /// timeout: the call resumes where it was), at most [`TXN_ATTEMPTS`] times and never
+    /// once the shard is abandoned (another instance owns it: it fenced this one).
+    fn retrying(
+        &self,
+        call: impl Fn(&BaseProducer<Deliveries>) -> Result<(), KafkaError>,
+    ) -> Result<(), KafkaError> {
+        let mut attempt = 1;
+        loop {
+            match call(&self.producer) {
+                Err(KafkaError::Transaction(e))
+                    if e.is_retriable()
+                        && attempt < TXN_ATTEMPTS
+                        && self.ctx.stop.load(Ordering::Acquire) != stop::ABANDON =>
+                {
+                    tracing::warn!(flow = %self.ctx.flow, shard = self.ctx.shard, error = %e, attempt, "transactional call not answered in time; asking again");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
     fn consumer_error(&self, operation: &'static str, e: &KafkaError) -> ShardError {
         ShardError::Consumer {
             shard: self.ctx.shard,
@@ -843,6 +914,15 @@ impl Shard {
             message: e.to_string(),
         }
     }
+}
+
+/// The stored offset of `topic`/`partition` in `tpl`, if there is one.
+fn stored_at(tpl: &TopicPartitionList, topic: &str, partition: i32) -> Option<i64> {
+    tpl.find_partition(topic, partition)
+        .and_then(|e| match e.offset() {
+            Offset::Offset(n) if n >= 0 => Some(n),
+            _ => None,
+        })
 }
 
 /// Whether a transactional call's error only needs the transaction aborted.
