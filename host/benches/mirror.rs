@@ -8,7 +8,8 @@
 //! - (c) `kmirror`: the real binary with the default WASM policy and topic filter
 //!   (`default_policy.wasm`, `regex_filter.wasm`);
 //! - (d) `kmirror exactly-once`: the same with `exactly_once = true` (default transaction
-//!   settings); its records count once their transaction is committed.
+//!   settings; `EOS_SHARDS=n` sets its shard count); its records count once their
+//!   transaction is committed.
 //!
 //! Each contender writes to a fresh target broker. Reported per contender, median of
 //! `REPS` (default 3) runs: records/s and MB/s from process start and in steady state (first
@@ -277,6 +278,11 @@ fn main() {
         .ok()
         .map(|v| v.split(',').filter_map(|s| s.parse().ok()).collect())
         .unwrap_or_else(|| vec![200, 1024]);
+    // `EOS_SHARDS=n`: the exactly-once contender's shard count (default: kmirror's).
+    let eos_extra = match std::env::var("EOS_SHARDS") {
+        Ok(n) => format!("exactly_once = true\nexactly_once_shards = {n}\n"),
+        Err(_) => "exactly_once = true\n".to_string(),
+    };
     let primary = Broker::start();
     println!(
         "mirror benchmark: {n} records per size, {TOPICS} topics x {PARTITIONS} partitions, key + header, {reps} runs each (median)"
@@ -298,13 +304,7 @@ fn main() {
                     2 => c.push(run_kmirror(&primary.addr, size, n, rep, "")),
                     // Its own source alias, so its progress groups are not (c)'s: a
                     // flow without progress on the target takes the source group's.
-                    _ => d.push(run_kmirror(
-                        &primary.addr,
-                        size,
-                        n,
-                        rep + 100,
-                        "exactly_once = true\n",
-                    )),
+                    _ => d.push(run_kmirror(&primary.addr, size, n, rep + 100, &eos_extra)),
                 }
             }
             println!(
