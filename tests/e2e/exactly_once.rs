@@ -378,20 +378,7 @@ fn a_record_the_target_will_not_take_stops_only_its_partition() {
     // The test's own producer may send what kmirror's default librdkafka settings refuse.
     let src = Client::with(&primary.addr, &[("message.max.bytes", "4000000")]);
     src.create_topic("mixed", 3);
-    let produce = |from: usize, to: usize| {
-        for i in from..to {
-            let id = format!("id-{i}");
-            src.produce(
-                "mixed",
-                (i % 3) as i32,
-                id.as_bytes(),
-                id.as_bytes(),
-                &[],
-                1_700_000_000_000,
-            );
-        }
-        src.flush();
-    };
+    let produce = |from: usize, to: usize| src.produce_ids("mixed", 3, from, to);
     produce(0, 300);
     src.produce(
         "mixed",
@@ -437,20 +424,7 @@ fn a_flow_switched_from_at_least_once_goes_on_where_it_was() {
     let (primary, backup) = (Broker::start(), Broker::start());
     let src = Client::new(&primary.addr);
     src.create_topic("switch", 2);
-    let produce = |from: usize, to: usize| {
-        for i in from..to {
-            let id = format!("id-{i}");
-            src.produce(
-                "switch",
-                (i % 2) as i32,
-                id.as_bytes(),
-                id.as_bytes(),
-                &[],
-                1_700_000_000_000,
-            );
-        }
-        src.flush();
-    };
+    let produce = |from: usize, to: usize| src.produce_ids("switch", 2, from, to);
     produce(0, 300);
     let dir = tempfile::tempdir().expect("tempdir");
     let status = free_addr();

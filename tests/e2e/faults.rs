@@ -173,20 +173,7 @@ fn a_record_the_target_will_not_take_stops_only_its_partition() {
     // The test's own producer may send what kmirror's default librdkafka settings refuse.
     let src = Client::with(&primary.addr, &[("message.max.bytes", "4000000")]);
     src.create_topic("mixed", 3);
-    let produce = |from: usize, to: usize| {
-        for i in from..to {
-            let id = format!("id-{i}");
-            src.produce(
-                "mixed",
-                (i % 3) as i32,
-                id.as_bytes(),
-                id.as_bytes(),
-                &[],
-                1_700_000_000_000,
-            );
-        }
-        src.flush();
-    };
+    let produce = |from: usize, to: usize| src.produce_ids("mixed", 3, from, to);
     produce(0, 300);
     let big = vec![b'x'; 1_500_000];
     src.produce("mixed", 0, b"poison", &big, &[], 1_700_000_000_000);

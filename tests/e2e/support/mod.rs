@@ -487,6 +487,26 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Produces records `id-<from>..id-<to>` (key = value = the id) round-robin over
+    /// `partitions` partitions of `topic`, and waits for their acks.
+    pub fn produce_ids(&self, topic: &str, partitions: i32, from: usize, to: usize) {
+        for i in from..to {
+            let id = format!("id-{i}");
+            let p = (i % partitions as usize) as i32;
+            self.produce(
+                topic,
+                p,
+                id.as_bytes(),
+                id.as_bytes(),
+                &[],
+                1_700_000_000_000,
+            );
+        }
+        self.flush();
+    }
+}
+
 /// Writes a kmirror config for two brokers and returns its path.
 pub fn write_config(dir: &Path, primary: &str, backup: &str, flow_extra: &str) -> PathBuf {
     let flow = format!(
