@@ -272,6 +272,17 @@ fn a_paused_instance_whose_shards_moved_is_fenced_and_duplicates_nothing() {
 
 #[test]
 fn translation_is_exact_across_commit_markers() {
+    translation_across_markers(false);
+}
+
+/// With the offset-syncs topic on the target, the syncs are written inside the transaction
+/// of the records they describe: every one of them is a committed transactional record.
+#[test]
+fn offset_syncs_on_the_target_are_written_inside_the_transactions() {
+    translation_across_markers(true);
+}
+
+fn translation_across_markers(syncs_on_target: bool) {
     let (primary, backup) = (Broker::start(), Broker::start());
     let src = Client::new(&primary.addr);
     src.create_topic("ledger", 1);
@@ -299,7 +310,10 @@ fn translation_is_exact_across_commit_markers() {
         dir.path(),
         &primary.addr,
         &backup.addr,
-        "exactly_once = true\ntransaction_max_records = 10\nexactly_once_shards = 1\nemit_checkpoints_interval = \"500ms\"\nrefresh_groups_interval = \"500ms\"",
+        &format!(
+            "exactly_once = true\ntransaction_max_records = 10\nexactly_once_shards = 1\nemit_checkpoints_interval = \"500ms\"\nrefresh_groups_interval = \"500ms\"\noffset_syncs_topic_location = \"{}\"",
+            if syncs_on_target { "target" } else { "source" }
+        ),
     );
     let text = std::fs::read_to_string(&path).expect("config");
     std::fs::write(&path, format!("[status]\nlisten = \"{status}\"\n\n{text}")).expect("config");
@@ -367,6 +381,15 @@ fn translation_is_exact_across_commit_markers() {
                     && r["partition"] == 0
                     && r["offset"] == down),
             "{g}: {out}"
+        );
+    }
+    if syncs_on_target {
+        let syncs = txn::read_committed(&backup.addr, "mm2-offset-syncs.primary.internal", 0);
+        assert!(!syncs.values.is_empty(), "no offset sync on the target");
+        assert_eq!(
+            (syncs.transactional, syncs.aborts, syncs.open_records),
+            (syncs.values.len(), 0, 0),
+            "every offset sync inside a committed transaction: {syncs:?}"
         );
     }
     assert_eq!(k.stop(), Some(0));

@@ -151,7 +151,10 @@ pub async fn run(
         let ctx = exactly_once::ExactlyOnceContext {
             source: source.clone(),
             target: target.clone(),
-            syncs_cluster: syncs_cluster.clone(),
+            syncs_cluster: match fs.offset_syncs_topic_location {
+                SyncsLocation::Source => Some(syncs_cluster.clone()),
+                SyncsLocation::Target => None,
+            },
             flow: name.clone(),
             source_alias: src.clone(),
             target_alias: dst.clone(),

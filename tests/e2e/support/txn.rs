@@ -35,6 +35,8 @@ pub struct Committed {
     pub commits: usize,
     /// Records of transactions with no marker yet.
     pub open_records: usize,
+    /// How many of `values` were written inside a (committed) transaction.
+    pub transactional: usize,
 }
 
 fn fetch(
@@ -130,6 +132,7 @@ pub fn read_committed(addr: &str, topic: &str, partition: i32) -> Committed {
             match kind {
                 Some(1) => {
                     out.commits += 1;
+                    out.transactional += held.len();
                     for (offset, value) in held {
                         out.offsets.push(offset);
                         out.values.push(value);

@@ -353,6 +353,11 @@ impl Ledger {
         }
     }
 
+    /// (key, upstream, downstream) of the records acked in the open transaction.
+    pub fn acked(&self) -> &[(u64, i64, i64)] {
+        &self.acked
+    }
+
     /// Records produced and not yet acked.
     pub fn in_flight(&self) -> usize {
         self.parts.values().map(|p| p.in_flight.len()).sum()

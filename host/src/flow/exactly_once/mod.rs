@@ -41,8 +41,9 @@ pub struct ExactlyOnceContext {
     pub source: Cluster,
     /// Where records, progress and the shards group live.
     pub target: Cluster,
-    /// Where offset syncs go.
-    pub syncs_cluster: Cluster,
+    /// Where offset syncs go when not on the target (`None`: on the target, written
+    /// inside the transaction of the records they describe).
+    pub syncs_cluster: Option<Cluster>,
     /// `source->target`, for logs.
     pub flow: String,
     /// The source cluster's alias.

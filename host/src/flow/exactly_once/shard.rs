@@ -15,8 +15,9 @@ use super::ledger::{Ledger, Rewind, Take};
 use super::shards::{ShardPartition, partitions_of};
 use crate::config::{OnSourceTruncation, OnUnproducible, StartOffset};
 use crate::flow::Routes;
+use crate::flow::offset_syncs::MARKER_HEADER;
 use crate::flow::offset_syncs::OffsetSyncWriter;
-use crate::flow::offset_syncs::sender::SyncSender;
+use crate::flow::offset_syncs::sender::{SyncRecord, SyncSender};
 use crate::flow::replication::chain::Fate;
 use crate::flow::replication::contexts::{Delivered, Deliveries};
 use crate::flow::replication::failures::{Failure, classify};
@@ -29,8 +30,8 @@ use crate::kafka::Cluster;
 use crate::kafka::clients::cached_watermarks;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, DefaultConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{BorrowedMessage, Message};
-use rdkafka::producer::{BaseProducer, Producer};
+use rdkafka::message::{BorrowedMessage, Header, Message, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -50,6 +51,8 @@ const DEFAULT_LINGER_MS: &str = "5";
 const TRANSACTIONAL_LINGER_MS: &str = "100";
 /// How many times a transactional call is made while its error is retriable.
 const TXN_ATTEMPTS: u32 = 3;
+/// The delivery-report key of an offset sync written inside a transaction (no partition's).
+const SYNC_REPORT: usize = usize::MAX;
 /// How long reading the shard's stored progress may take.
 const READ_PROGRESS: Duration = Duration::from_secs(15);
 /// The transaction timeout: a transaction the broker aborts when its owner vanished.
@@ -71,8 +74,9 @@ pub struct ShardContext {
     pub source: Cluster,
     /// Where records and progress go.
     pub target: Cluster,
-    /// Where offset syncs go.
-    pub syncs_cluster: Cluster,
+    /// Where offset syncs go when not on the target (`None`: on the target, written
+    /// inside the transaction of the records they describe).
+    pub syncs_cluster: Option<Cluster>,
     /// `source->target`, for logs.
     pub flow: String,
     /// This shard, and how many the flow has.
@@ -184,6 +188,8 @@ struct Shard {
     /// are read again after the seek).
     rewound: Vec<(String, i32)>,
     dropped: u64,
+    /// Offset syncs written inside the transaction being committed.
+    staged: Vec<SyncRecord>,
 }
 
 /// Runs the shard until asked to stop (`Ok`), or until a transactional call fails for good.
@@ -248,12 +254,13 @@ impl Shard {
         let progress = ctx
             .target
             .group_member(&ctx.progress_group, &[], DefaultConsumerContext)?;
-        let syncs = SyncSender::new(
-            OffsetSyncWriter::new(ctx.settings.offset_lag_max, ctx.session),
-            &ctx.syncs_cluster,
-            &ctx.syncs_topic,
-            ctx.telemetry.clone(),
-        )?;
+        let writer = OffsetSyncWriter::new(ctx.settings.offset_lag_max, ctx.session);
+        let syncs = match &ctx.syncs_cluster {
+            Some(cluster) => {
+                SyncSender::new(writer, cluster, &ctx.syncs_topic, ctx.telemetry.clone())?
+            }
+            None => SyncSender::in_transactions(writer, &ctx.syncs_topic, ctx.telemetry.clone()),
+        };
         let shard = Shard {
             ctx,
             producer,
@@ -268,6 +275,7 @@ impl Shard {
             failed_code: None,
             rewound: Vec::new(),
             dropped: 0,
+            staged: Vec::new(),
         };
         Ok((shard, source))
     }
@@ -281,6 +289,10 @@ impl Shard {
             match self.ctx.stop.load(Ordering::Acquire) {
                 stop::RUN => {}
                 stop::GRACEFUL => {
+                    // The last delayed syncs too (inside the last transaction when the
+                    // syncs topic is on the target).
+                    self.syncs.flush_delayed();
+                    self.begin_for_syncs()?;
                     self.commit(src)?;
                     self.syncs.drain(Duration::from_secs(5));
                     return Ok(());
@@ -305,6 +317,7 @@ impl Shard {
                     .map_err(|e| txn_error(self.ctx.shard, "begin_transaction", &e))?;
                 self.ledger.began(now);
             }
+            self.begin_for_syncs()?;
             let s = &self.ctx.settings;
             if self.ledger.failed().is_some()
                 || self
@@ -662,6 +675,62 @@ impl Shard {
         }
     }
 
+    /// Syncs waiting to be written inside a transaction (delayed ones of an idle partition,
+    /// the last of a released one) open one if none is open.
+    fn begin_for_syncs(&mut self) -> Result<(), ShardError> {
+        if !self.ledger.open() && self.syncs.waiting() {
+            self.producer
+                .begin_transaction()
+                .map_err(|e| txn_error(self.ctx.shard, "begin_transaction", &e))?;
+            self.ledger.began(Instant::now());
+        }
+        Ok(())
+    }
+
+    /// Writes the offset syncs of the transaction about to commit (its acked records', and
+    /// any queued earlier) inside it, when the syncs topic is on the target.
+    fn write_syncs(&mut self) -> Result<(), ShardError> {
+        if self.ctx.syncs_cluster.is_some() {
+            return Ok(());
+        }
+        let staged = self.syncs.stage(self.ledger.acked());
+        let topic = self.ctx.syncs_topic.clone();
+        for sync in &staged {
+            let headers = OwnedHeaders::new().insert(Header {
+                key: MARKER_HEADER,
+                value: Some(sync.marker.as_bytes()),
+            });
+            let mut record: BaseRecord<'_, [u8], [u8], usize> =
+                BaseRecord::with_opaque_to(&topic, SYNC_REPORT)
+                    .partition(0)
+                    .key(sync.key.as_slice())
+                    .payload(sync.value.as_slice())
+                    .headers(headers);
+            loop {
+                match self.producer.send(record) {
+                    Ok(()) => break,
+                    Err((e, back))
+                        if e.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) =>
+                    {
+                        record = back;
+                        self.wait_for_room();
+                    }
+                    Err((e, _)) => {
+                        // The transaction is aborted (its syncs with it).
+                        self.syncs.aborted(&staged);
+                        return Err(ShardError::Transaction {
+                            shard: self.ctx.shard,
+                            operation: "write an offset sync",
+                            message: e.to_string(),
+                        });
+                    }
+                }
+            }
+        }
+        self.staged = staged;
+        Ok(())
+    }
+
     /// Reads a partition again from `r.at` (resuming it if it was paused).
     /// A seek that fails ends the shard (it starts again from stored progress): reading
     /// on past records of an aborted transaction would lose them.
@@ -771,6 +840,7 @@ impl Shard {
             }
             return Ok(());
         }
+        self.write_syncs()?;
         let positions = self.ledger.positions();
         if !positions.is_empty() {
             let mut tpl = TopicPartitionList::new();
@@ -810,8 +880,13 @@ impl Shard {
             s.last_commit_ms = Some(now_ms());
             s.commit_failing = None;
         });
-        for (key, up, down) in acked {
-            self.syncs.on_ack(key, up, down);
+        if self.ctx.syncs_cluster.is_some() {
+            // Syncs of committed records only (MM2's way when they go to the source).
+            for (key, up, down) in acked {
+                self.syncs.on_ack(key, up, down);
+            }
+        } else {
+            self.syncs.committed(&std::mem::take(&mut self.staged));
         }
         // The same positions on the source, for consumer-lag tools (best effort: the
         // target's are the truth).
@@ -852,6 +927,7 @@ impl Shard {
                 message: "reports of the aborted records did not all arrive".into(),
             });
         }
+        self.syncs.aborted(&std::mem::take(&mut self.staged));
         for r in self.ledger.aborted() {
             self.rewind(src, &r)?;
         }
