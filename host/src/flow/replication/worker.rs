@@ -143,6 +143,14 @@ impl Committer {
     }
 }
 
+/// A task's producer queue (KiB) unless the target's librdkafka settings say otherwise;
+/// with the consumer's prefetch below it is most of a task's memory (measured, 2 tasks at
+/// 1 KiB: 64 + 32 MiB per task 204,000 records/s, 365 MiB RSS; 16 + 8 MiB 163,000/s,
+/// 171 MiB).
+const PRODUCER_QUEUE_KBYTES: &str = "65536";
+/// A task's consumer prefetch (KiB) unless the source's librdkafka settings say otherwise.
+const CONSUMER_QUEUE_KBYTES: &str = "32768";
+
 /// Liveness names of the replication tasks.
 const LOOP_NAMES: [&str; 8] = [
     "replication",
@@ -172,6 +180,10 @@ fn member(ctx: &WorkerContext, core: Arc<Shared>) -> Result<Member, ReplicateErr
         StartOffset::Earliest => "earliest",
         StartOffset::Latest => "latest",
     };
+    // Prefetched records: memory for speed (the user's value wins; docs/performance.md).
+    let queued = ctx
+        .source
+        .setting_or("queued.max.messages.kbytes", CONSUMER_QUEUE_KBYTES);
     let settings = [
         ("partition.assignment.strategy", "cooperative-sticky"),
         ("session.timeout.ms", session_ms.as_str()),
@@ -179,7 +191,7 @@ fn member(ctx: &WorkerContext, core: Arc<Shared>) -> Result<Member, ReplicateErr
         ("max.poll.interval.ms", max_poll_ms.as_str()),
         ("auto.offset.reset", reset),
         ("allow.auto.create.topics", "false"),
-        ("queued.max.messages.kbytes", "32768"),
+        ("queued.max.messages.kbytes", queued.as_str()),
         ("topic.metadata.refresh.interval.ms", "30000"),
     ];
     Ok(ctx
@@ -191,10 +203,13 @@ fn member(ctx: &WorkerContext, core: Arc<Shared>) -> Result<Member, ReplicateErr
 /// producer becomes unusable.
 pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     let s = &ctx.settings;
+    let queue = ctx
+        .target
+        .setting_or("queue.buffering.max.kbytes", PRODUCER_QUEUE_KBYTES);
     let producer = ctx.target.threaded_producer(
         &[
             ("queue.buffering.max.messages", "100000"), // PRODUCER_QUEUE
-            ("queue.buffering.max.kbytes", "65536"),
+            ("queue.buffering.max.kbytes", queue.as_str()),
             // Never give up on a record: retriable errors are retried until they pass.
             ("message.timeout.ms", "0"),
         ],
