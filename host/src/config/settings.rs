@@ -52,8 +52,11 @@ pub struct FlowSettings {
 
 /// The most shards an exactly-once flow may have.
 pub const MAX_SHARDS: u32 = 256;
-/// Shards of an exactly-once flow unless configured.
-pub const DEFAULT_SHARDS: u32 = 8;
+/// Shards of an exactly-once flow unless configured (measured on 2 cores, 12 partitions of
+/// 1 KiB records: 4 shards 198,000 records/s, at-least-once's rate; 8 shards 136,000: each
+/// shard is a consumer and a transactional producer of its own, and 12 partitions spread
+/// unevenly over 8).
+pub const DEFAULT_SHARDS: u32 = 4;
 
 /// How an exactly-once flow's transactions run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
