@@ -2,14 +2,26 @@
 //! partitions, records with a key and a header, 200 B and 1 KiB values):
 //!
 //! - (a) `bare`: a bare rdkafka consume->produce loop with kmirror's client settings
-//!   (BaseConsumer + ThreadedProducer, idempotent, acks=all, linger 5 ms), one process;
+//!   (BaseConsumer + ThreadedProducer, idempotent, acks=all, linger 5 ms, fetch queue
+//!   backoff 10 ms), one process;
 //! - (b) `pipe`: what a user without a mirror writes: `pipe.py`, a consume->produce loop on
 //!   confluent-kafka with the same producer guarantees, one process per topic;
 //! - (c) `kmirror`: the real binary with the default WASM policy and topic filter
 //!   (`default_policy.wasm`, `regex_filter.wasm`);
 //! - (d) `kmirror exactly-once`: the same with `exactly_once = true` (default transaction
-//!   settings; `EOS_SHARDS=n` sets its shard count); its records count once their
-//!   transaction is committed.
+//!   settings; `EOS_SHARDS=n` sets its shard count, `EOS_EXTRA` adds flow lines, e.g.
+//!   `EOS_EXTRA='transaction_interval = "3s"'`); its records count once their
+//!   transaction is committed;
+//! - (e) `produce alone`: the data produced into a fresh target broker by one rdkafka
+//!   producer with (a)'s settings, nothing consumed;
+//! - (f) `consume alone`: the data consumed from the source by one rdkafka consumer with
+//!   (a)'s settings, nothing produced. The slower of (e) and (f) is the brokers' limit on
+//!   this machine: what no mirror can beat; kmirror's steady rate is reported as a fraction
+//!   of it;
+//! - (g) `produce alone, txns`: (e) by one transactional producer committing every second:
+//!   the brokers' limit for exactly-once.
+//!
+//! `CONTENDERS=cd` runs only some of them (default `abcdefg`).
 //!
 //! Each contender writes to a fresh target broker. Reported per contender, median of
 //! `REPS` (default 3) runs: records/s and MB/s from process start and in steady state (first
@@ -25,7 +37,7 @@ mod support;
 use common::{Run, median, now_s};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
+use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::path::Path;
@@ -40,15 +52,27 @@ fn topic(size: usize, t: usize) -> String {
     format!("bench-{size}-{t}")
 }
 
-/// The bare loop, run as `mirror --bare SRC DST SIZE COUNT`: copies every partition of the
-/// size's topics to `bare-<topic>`, prints `first=<s> last=<s>`.
-fn bare(src: &str, dst: &str, size: usize, count: usize) {
+fn producer(dst: &str) -> ThreadedProducer<DefaultProducerContext> {
+    ClientConfig::new()
+        .set("bootstrap.servers", dst)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set("compression.type", "none")
+        .set("queue.buffering.max.messages", "100000")
+        .set("queue.buffering.max.kbytes", "65536")
+        .create()
+        .expect("producer")
+}
+
+fn consumer(src: &str, size: usize) -> BaseConsumer {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", src)
         .set("group.id", "bare")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
         .set("queued.max.messages.kbytes", "32768")
+        .set("fetch.queue.backoff.ms", "10")
         .set("isolation.level", "read_committed")
         .create()
         .expect("consumer");
@@ -60,16 +84,108 @@ fn bare(src: &str, dst: &str, size: usize, count: usize) {
         }
     }
     c.assign(&tpl).expect("assign");
-    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", dst)
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("linger.ms", "5")
-        .set("compression.type", "none")
-        .set("queue.buffering.max.messages", "100000")
-        .set("queue.buffering.max.kbytes", "65536")
-        .create()
-        .expect("producer");
+    c
+}
+
+/// (e), run as `mirror --produce-alone DST SIZE COUNT`: produces the preloaded data's
+/// shape (same keys, values, header, spread) into `bare-<topic>`, prints the times.
+fn produce_alone(dst: &str, size: usize, count: usize) {
+    produce_alone_as(dst, size, count, false)
+}
+
+/// (g), run as `mirror --produce-alone-txn DST SIZE COUNT`: the same in transactions
+/// committed every second (exactly-once's default `transaction_interval`) by one
+/// transactional producer: the brokers' limit for exactly-once.
+fn produce_alone_txn(dst: &str, size: usize, count: usize) {
+    produce_alone_as(dst, size, count, true)
+}
+
+fn produce_alone_as(dst: &str, size: usize, count: usize, txn: bool) {
+    let p = if txn {
+        let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+            .set("bootstrap.servers", dst)
+            .set("transactional.id", "bench-produce-alone")
+            .set("acks", "all")
+            .set("linger.ms", "100")
+            .set("compression.type", "none")
+            .set("queue.buffering.max.messages", "100000")
+            .set("queue.buffering.max.kbytes", "65536")
+            .create()
+            .expect("producer");
+        p.init_transactions(Duration::from_secs(30)).expect("init");
+        p.begin_transaction().expect("begin");
+        p
+    } else {
+        producer(dst)
+    };
+    let value = vec![b'v'; size];
+    let first = now_s();
+    let mut began = Instant::now();
+    for i in 0..count {
+        if txn && began.elapsed() >= Duration::from_secs(1) {
+            p.commit_transaction(Duration::from_secs(60))
+                .expect("commit");
+            p.begin_transaction().expect("begin");
+            began = Instant::now();
+        }
+        let (t, part) = (i % TOPICS, ((i / TOPICS) % PARTITIONS as usize) as i32);
+        let (target, id) = (format!("bare-{}", topic(size, t)), i.to_string());
+        let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
+            key: "id",
+            value: Some(id.as_bytes()),
+        });
+        let mut r = Some(
+            BaseRecord::<'_, [u8], [u8]>::to(&target)
+                .partition(part)
+                .key(id.as_bytes())
+                .payload(&value)
+                .headers(headers)
+                .timestamp(1_700_000_000_000 + i as i64),
+        );
+        while let Some(rec) = r.take() {
+            if let Err((_, back)) = p.send(rec) {
+                p.poll(Duration::from_millis(5));
+                r = Some(back);
+            }
+        }
+    }
+    if txn {
+        p.commit_transaction(Duration::from_secs(60))
+            .expect("commit");
+    }
+    p.flush(Duration::from_secs(120)).expect("flush");
+    println!("first={first} last={}", now_s());
+}
+
+/// (f), run as `mirror --consume-alone SRC SIZE COUNT`: reads every record (touching key,
+/// value and headers as a mirror does), prints the times.
+fn consume_alone(src: &str, size: usize, count: usize) {
+    let c = consumer(src, size);
+    let (mut read, mut first, mut bytes) = (0, None, 0usize);
+    while read < count {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+            first.get_or_insert_with(now_s);
+            bytes += m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len);
+            bytes += m.headers().map_or(0, |h| {
+                h.iter()
+                    .map(|h| h.value.map_or(0, <[u8]>::len))
+                    .sum::<usize>()
+            });
+            read += 1;
+        }
+    }
+    println!(
+        "first={} last={} bytes={bytes}",
+        first.unwrap_or(0.0),
+        now_s()
+    );
+}
+
+/// The bare loop, run as `mirror --bare SRC DST SIZE COUNT`: copies every partition of the
+/// size's topics to `bare-<topic>`, prints `first=<s> last=<s>`.
+fn bare(src: &str, dst: &str, size: usize, count: usize) {
+    let c = consumer(src, size);
+    let p = producer(dst);
     let (mut copied, mut first) = (0, None);
     while copied < count {
         if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
@@ -192,6 +308,21 @@ fn run_bare(src: &str, size: usize, n: usize) -> Run {
     run_children(vec![cmd])
 }
 
+fn run_alone(flag: &str, src: &str, size: usize, n: usize) -> Run {
+    let dst = Broker::start();
+    let mut cmd = Command::new(std::env::current_exe().expect("exe"));
+    if flag != "--consume-alone" {
+        let c = Client::new(&dst.addr);
+        for t in 0..TOPICS {
+            c.create_topic(&format!("bare-{}", topic(size, t)), PARTITIONS);
+        }
+        cmd.args([flag, &dst.addr, &size.to_string(), &n.to_string()]);
+    } else {
+        cmd.args([flag, src, &size.to_string(), &n.to_string()]);
+    }
+    run_children(vec![cmd])
+}
+
 fn run_pipe(src: &str, size: usize, counts: &[Vec<usize>]) -> Run {
     let dst = Broker::start();
     let c = Client::new(&dst.addr);
@@ -266,6 +397,21 @@ fn main() {
         );
         return;
     }
+    for (flag, run) in [
+        ("--produce-alone", produce_alone as fn(&str, usize, usize)),
+        ("--consume-alone", consume_alone),
+        ("--produce-alone-txn", produce_alone_txn),
+    ] {
+        if let Some(i) = args.iter().position(|a| a == flag) {
+            let a = &args[i + 1..];
+            run(
+                &a[0],
+                a[1].parse().expect("size"),
+                a[2].parse().expect("count"),
+            );
+            return;
+        }
+    }
     let n: usize = std::env::var("RECORDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -278,15 +424,35 @@ fn main() {
         .ok()
         .map(|v| v.split(',').filter_map(|s| s.parse().ok()).collect())
         .unwrap_or_else(|| vec![200, 1024]);
-    // `EOS_SHARDS=n`: the exactly-once contender's shard count (default: kmirror's).
-    let eos_extra = match std::env::var("EOS_SHARDS") {
-        Ok(n) => format!("exactly_once = true\nexactly_once_shards = {n}\n"),
-        Err(_) => "exactly_once = true\n".to_string(),
-    };
+    // `EOS_SHARDS=n`: the exactly-once contender's shard count (default: kmirror's);
+    // `EOS_EXTRA`: more flow lines for it.
+    let mut eos_extra = "exactly_once = true\n".to_string();
+    if let Ok(n) = std::env::var("EOS_SHARDS") {
+        eos_extra.push_str(&format!("exactly_once_shards = {n}\n"));
+    }
+    if let Ok(extra) = std::env::var("EOS_EXTRA") {
+        eos_extra.push_str(&extra);
+        eos_extra.push('\n');
+    }
+    let contenders: Vec<char> = std::env::var("CONTENDERS")
+        .unwrap_or_else(|_| "abcdefg".into())
+        .chars()
+        .filter(|c| ('a'..='g').contains(c))
+        .collect();
     let primary = Broker::start();
     println!(
-        "mirror benchmark: {n} records per size, {TOPICS} topics x {PARTITIONS} partitions, key + header, {reps} runs each (median)"
+        "mirror benchmark: {n} records per size, {TOPICS} topics x {PARTITIONS} partitions, key + header, {reps} runs each (median), contenders {}",
+        contenders.iter().collect::<String>()
     );
+    let names = [
+        ('a', "(a) bare rdkafka loop"),
+        ('b', "(b) confluent-kafka pipe x3"),
+        ('c', "(c) kmirror, WASM plugins"),
+        ('d', "(d) kmirror, exactly-once"),
+        ('e', "(e) produce alone"),
+        ('f', "(f) consume alone"),
+        ('g', "(g) produce alone, txns"),
+    ];
     for size in sizes {
         let started = Instant::now();
         let counts = preload(&primary.addr, size, n);
@@ -294,60 +460,85 @@ fn main() {
             "\n== {size} B values: preloaded {n} records in {:.1?}",
             started.elapsed()
         );
-        let (mut a, mut b, mut c, mut d) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut runs: std::collections::BTreeMap<char, Vec<Run>> = Default::default();
         for rep in 0..reps {
-            // Interleaved, each first in turn, so load drifts affect all four alike.
-            for which in 0..4 {
-                match (which + rep) % 4 {
-                    0 => a.push(run_bare(&primary.addr, size, n)),
-                    1 => b.push(run_pipe(&primary.addr, size, &counts)),
-                    2 => c.push(run_kmirror(&primary.addr, size, n, rep, "")),
+            // Interleaved, each first in turn, so load drifts affect all alike.
+            let mut line = Vec::new();
+            for i in 0..contenders.len() {
+                let which = contenders[(i + rep) % contenders.len()];
+                let run = match which {
+                    'a' => run_bare(&primary.addr, size, n),
+                    'b' => run_pipe(&primary.addr, size, &counts),
+                    'c' => run_kmirror(&primary.addr, size, n, rep, ""),
                     // Its own source alias, so its progress groups are not (c)'s: a
                     // flow without progress on the target takes the source group's.
-                    _ => d.push(run_kmirror(&primary.addr, size, n, rep + 100, &eos_extra)),
-                }
+                    'd' => run_kmirror(&primary.addr, size, n, rep + 100, &eos_extra),
+                    'e' => run_alone("--produce-alone", &primary.addr, size, n),
+                    'f' => run_alone("--consume-alone", &primary.addr, size, n),
+                    _ => run_alone("--produce-alone-txn", &primary.addr, size, n),
+                };
+                line.push(format!("{which} {:.0}/s", n as f64 / run.steady));
+                runs.entry(which).or_default().push(run);
             }
-            println!(
-                "  run {rep}: bare {:.0}/s, pipe {:.0}/s, kmirror {:.0}/s, exactly-once {:.0}/s (steady)",
-                n as f64 / a[rep].steady,
-                n as f64 / b[rep].steady,
-                n as f64 / c[rep].steady,
-                n as f64 / d[rep].steady
-            );
+            println!("  run {rep} (steady): {}", line.join(", "));
         }
-        let (sa, sb, sc, sd) = (
-            summarize(&a, n, size),
-            summarize(&b, n, size),
-            summarize(&c, n, size),
-            summarize(&d, n, size),
-        );
+        let sums: std::collections::BTreeMap<char, Summary> = runs
+            .iter()
+            .map(|(c, r)| (*c, summarize(r, n, size)))
+            .collect();
         println!(
             "  {:<28} {:>14} {:>14} {:>9} {:>9} {:>9}",
             "contender", "rec/s (start)", "rec/s (steady)", "MB/s", "CPU s", "RSS MiB"
         );
-        for (name, s) in [
-            ("(a) bare rdkafka loop", &sa),
-            ("(b) confluent-kafka pipe x3", &sb),
-            ("(c) kmirror, WASM plugins", &sc),
-            ("(d) kmirror, exactly-once", &sd),
-        ] {
+        for (c, name) in names {
+            if let Some(s) = sums.get(&c) {
+                println!(
+                    "  {name:<28} {:>14.0} {:>14.0} {:>9.1} {:>9.2} {:>9.0}",
+                    s.rate_total, s.rate_steady, s.mbps, s.cpu, s.rss
+                );
+            }
+        }
+        let ratio = |x: char, y: char, f: fn(&Summary) -> f64| {
+            sums.get(&x).zip(sums.get(&y)).map(|(x, y)| f(x) / f(y))
+        };
+        let steady = |s: &Summary| s.rate_steady;
+        let total = |s: &Summary| s.rate_total;
+        if let (Some(a), Some(b)) = (ratio('c', 'a', steady), ratio('c', 'a', total)) {
+            println!("  kmirror/bare {a:.2} (steady) {b:.2} (from start)");
+        }
+        if let (Some(a), Some(b)) = (ratio('c', 'b', steady), ratio('c', 'b', total)) {
+            println!("  kmirror/pipe {a:.2} (steady) {b:.2} (from start)");
+        }
+        if let (Some(a), Some(b), Some(cpu)) = (
+            ratio('d', 'c', steady),
+            ratio('d', 'c', total),
+            ratio('d', 'c', |s| s.cpu),
+        ) {
             println!(
-                "  {name:<28} {:>14.0} {:>14.0} {:>9.1} {:>9.2} {:>9.0}",
-                s.rate_total, s.rate_steady, s.mbps, s.cpu, s.rss
+                "  exactly-once/at-least-once {a:.2} (steady) {b:.2} (from start), CPU {cpu:.2}x"
             );
         }
-        println!(
-            "  ratios: kmirror/bare {:.2} (steady) {:.2} (from start); kmirror/pipe {:.2} (steady) {:.2} (from start)",
-            sc.rate_steady / sa.rate_steady,
-            sc.rate_total / sa.rate_total,
-            sc.rate_steady / sb.rate_steady,
-            sc.rate_total / sb.rate_total
-        );
-        println!(
-            "  exactly-once/at-least-once {:.2} (steady) {:.2} (from start), CPU {:.2}x",
-            sd.rate_steady / sc.rate_steady,
-            sd.rate_total / sc.rate_total,
-            sd.cpu / sc.cpu
-        );
+        // The brokers' limit: the slower of producing alone and consuming alone.
+        let limit = [sums.get(&'e'), sums.get(&'f')]
+            .into_iter()
+            .flatten()
+            .map(|s| s.rate_steady)
+            .reduce(f64::min);
+        if let (Some(d), Some(g)) = (sums.get(&'d'), sums.get(&'g')) {
+            println!(
+                "  exactly-once/transactional produce alone {:.2} (steady)",
+                d.rate_steady / g.rate_steady
+            );
+        }
+        if let Some(limit) = limit {
+            for (c, what) in [('c', "kmirror"), ('d', "exactly-once")] {
+                if let Some(s) = sums.get(&c) {
+                    println!(
+                        "  {what}/brokers' limit {:.2} (steady; limit {limit:.0}/s, the slower of (e) and (f) present)",
+                        s.rate_steady / limit
+                    );
+                }
+            }
+        }
     }
 }

@@ -102,7 +102,16 @@ pub fn run_kmirror(
             std::env::var("KMIRROR_LOG").unwrap_or("warn".into()),
         )
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        // `BENCH_LOG=file`: kmirror's log (with `KMIRROR_LOG`), appended.
+        .stderr(match std::env::var("BENCH_LOG") {
+            Ok(path) => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map(Stdio::from)
+                .expect("BENCH_LOG"),
+            Err(_) => Stdio::null(),
+        })
         .spawn()
         .expect("kmirror");
     // A CPU profile of kmirror in steady state (perf, from Debian's linux-perf), attached
