@@ -240,9 +240,19 @@ fn a_paused_instance_whose_shards_moved_is_fenced_and_duplicates_nothing() {
             .success();
         assert!(ok, "kill {sig}");
     };
+    let taken = |log: &str| {
+        log.matches("shard taken: any earlier owner of it is fenced")
+            .count()
+    };
+    let taken_before = taken(&b.logs());
     signal("-STOP");
     wait_for("B mirrors every partition", T, || {
         (shards_of(&status_b)? == 4).then_some(())
+    });
+    // The fence itself: B ran init_transactions under A's shards' transactional ids while A
+    // was stopped (the ids' epochs moved past A's producers).
+    wait_for("B took A's shards over (init_transactions)", T, || {
+        (taken(&b.logs()) > taken_before).then_some(())
     });
     signal("-CONT");
     // A notices: its commits are refused (fenced), its shards are gone; it rejoins.
