@@ -313,6 +313,37 @@ impl Client {
         });
     }
 
+    /// Creates every topic of `topics` (`partitions` each), many per request, and waits
+    /// until all of them appear (for benchmarks with thousands of topics).
+    pub fn create_topics(&self, topics: &[String], partitions: i32) {
+        use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+        let admin: AdminClient<_> = ClientConfig::new()
+            .set("bootstrap.servers", &self.addr)
+            .create()
+            .expect("admin");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
+        for chunk in topics.chunks(500) {
+            let new: Vec<NewTopic<'_>> = chunk
+                .iter()
+                .map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(1)))
+                .collect();
+            let res = rt
+                .block_on(admin.create_topics(&new, &AdminOptions::new()))
+                .expect("create topics");
+            assert!(res.iter().all(Result::is_ok), "create topics: {res:?}");
+        }
+        wait_for("the topics to appear", Duration::from_secs(120), || {
+            let known = self.topics();
+            topics
+                .iter()
+                .all(|t| known.get(t) == Some(&partitions))
+                .then_some(())
+        });
+    }
+
     /// Deletes `topic` and waits until it is gone.
     pub fn delete_topic(&self, topic: &str) {
         use rdkafka::admin::{AdminClient, AdminOptions};
