@@ -154,7 +154,7 @@ fn produce_alone_as(dst: &str, size: usize, count: usize, txn: bool) {
             .expect("commit");
     }
     p.flush(Duration::from_secs(120)).expect("flush");
-    println!("first={first} last={}", now_s());
+    println!("first={first} last={} hwm_kb={}", now_s(), hwm_kb());
 }
 
 /// (f), run as `mirror --consume-alone SRC SIZE COUNT`: reads every record (touching key,
@@ -162,7 +162,9 @@ fn produce_alone_as(dst: &str, size: usize, count: usize, txn: bool) {
 fn consume_alone(src: &str, size: usize, count: usize) {
     let c = consumer(src, size);
     let (mut read, mut first, mut bytes) = (0, None, 0usize);
+    let deadline = Instant::now() + Duration::from_secs(600);
     while read < count {
+        assert!(Instant::now() < deadline, "consumed {read} of {count} in 600 s");
         if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
             first.get_or_insert_with(now_s);
             bytes += m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len);
@@ -175,9 +177,10 @@ fn consume_alone(src: &str, size: usize, count: usize) {
         }
     }
     println!(
-        "first={} last={} bytes={bytes}",
+        "first={} last={} bytes={bytes} hwm_kb={}",
         first.unwrap_or(0.0),
-        now_s()
+        now_s(),
+        hwm_kb()
     );
 }
 
@@ -216,20 +219,40 @@ fn bare(src: &str, dst: &str, size: usize, count: usize) {
         }
     }
     p.flush(Duration::from_secs(120)).expect("flush");
-    println!("first={} last={}", first.unwrap_or(0.0), now_s());
+    println!(
+        "first={} last={} hwm_kb={}",
+        first.unwrap_or(0.0),
+        now_s(),
+        hwm_kb()
+    );
 }
 
-fn parse_times(out: &str) -> (f64, f64) {
+fn parse_times(out: &str) -> (f64, f64, f64) {
     let get = |k: &str| {
         out.split_whitespace()
             .find_map(|w| w.strip_prefix(k)?.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    (get("first="), get("last="))
+    (get("first="), get("last="), get("hwm_kb="))
+}
+
+/// This process's peak RSS in KiB (`VmHWM`). A child's `ru_maxrss` from `wait4` cannot be
+/// used: Linux carries the parent's peak over the exec, so every child would report at
+/// least the benchmark's own (preloading) footprint.
+fn hwm_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// Runs child processes to completion; their combined wall, steady (first record of any
-/// to last of all), CPU (user + system, all of them) and the largest peak RSS.
+/// to last of all), CPU (user + system, all of them) and the largest peak RSS (as each
+/// child reports it: `hwm_kb=`).
 fn run_children(cmds: Vec<Command>) -> Run {
     let started = Instant::now();
     let mut children: Vec<_> = cmds
@@ -255,14 +278,14 @@ fn run_children(cmds: Vec<Command>) -> Run {
         unsafe { libc::wait4(c.id() as i32, &mut status, 0, &mut usage) };
         let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         cpu += secs(usage.ru_utime) + secs(usage.ru_stime);
-        rss = rss.max(usage.ru_maxrss as f64 / 1024.0);
     }
     let total = started.elapsed().as_secs_f64();
     let (mut first, mut last) = (f64::MAX, 0.0f64);
     for r in readers {
-        let (f, l) = parse_times(&r.join().unwrap_or_default());
+        let (f, l, hwm) = parse_times(&r.join().unwrap_or_default());
         first = first.min(f);
         last = last.max(l);
+        rss = rss.max(hwm / 1024.0);
     }
     drop(children);
     Run {
@@ -309,16 +332,20 @@ fn run_bare(src: &str, size: usize, n: usize) -> Run {
 }
 
 fn run_alone(flag: &str, src: &str, size: usize, n: usize) -> Run {
-    let dst = Broker::start();
     let mut cmd = Command::new(std::env::current_exe().expect("exe"));
+    // Kept until the run ends (only a producing contender needs a target).
+    let _dst;
     if flag != "--consume-alone" {
+        let dst = Broker::start();
         let c = Client::new(&dst.addr);
         for t in 0..TOPICS {
             c.create_topic(&format!("bare-{}", topic(size, t)), PARTITIONS);
         }
         cmd.args([flag, &dst.addr, &size.to_string(), &n.to_string()]);
+        _dst = Some(dst);
     } else {
         cmd.args([flag, src, &size.to_string(), &n.to_string()]);
+        _dst = None;
     }
     run_children(vec![cmd])
 }

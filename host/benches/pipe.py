@@ -53,7 +53,11 @@ def main():
             left -= 1
         producer.poll(0)
     producer.flush(60)
-    print(f"first={first} last={time.time()} copied={copied}", flush=True)
+    # Its own peak RSS: a child's ru_maxrss carries the parent's peak over the exec.
+    hwm = next(
+        (l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:")), "0"
+    )
+    print(f"first={first} last={time.time()} copied={copied} hwm_kb={hwm}", flush=True)
 
 
 if __name__ == "__main__":

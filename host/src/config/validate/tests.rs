@@ -314,7 +314,7 @@ fn exactly_once_settings_load_and_are_checked() {
     assert_eq!(eos.transaction_interval, Duration::from_secs(1));
     assert_eq!(
         (eos.max_records, eos.max_bytes, eos.shards),
-        (100_000, 64 << 20, 8)
+        (100_000, 64 << 20, 4)
     );
     let cfg = load(&flow(
         "exactly_once = true\ntransaction_interval = \"250ms\"\ntransaction_max_records = 500\nexactly_once_shards = 16",

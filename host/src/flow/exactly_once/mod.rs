@@ -82,7 +82,7 @@ pub async fn run(mut ctx: ExactlyOnceContext, shutdown: CancellationToken) {
     .await;
     let Some(shards) = shards else { return };
     if shards != ctx.shards {
-        tracing::warn!(flow = %ctx.flow, topic, configured = ctx.shards, shards, "the shards topic has another shard count than exactly_once_shards: its count is kept (the shard of every partition depends on it)");
+        tracing::warn!(flow = %ctx.flow, topic, configured = ctx.shards, shards, "the shards topic has another shard count than exactly_once_shards (or its default, 4): the topic's count is kept (the shard of every partition depends on it)");
     }
     ctx.shards = shards;
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();

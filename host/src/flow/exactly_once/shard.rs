@@ -297,8 +297,10 @@ impl Shard {
             match self.ctx.stop.load(Ordering::Acquire) {
                 stop::RUN => {}
                 stop::GRACEFUL => {
-                    // The last delayed syncs too (inside the last transaction when the
-                    // syncs topic is on the target).
+                    self.commit(src)?;
+                    // The last delayed syncs (each partition's last acked record), so the
+                    // next owner translates exactly to the end: sent by the sync producer,
+                    // or, with the syncs topic on the target, in one more transaction.
                     self.syncs.flush_delayed();
                     self.begin_for_syncs()?;
                     self.commit(src)?;
@@ -541,8 +543,9 @@ impl Shard {
             let fate = fates.get(i).unwrap_or(&Fate::Keep);
             match outgoing(msg, fate, &target, partition, key as usize) {
                 Outgoing::Record(mut record, size) => loop {
-                    if self.producer.in_flight_count().max(0) as usize * size.max(100)
-                        >= UNACKED_BYTES
+                    if self.ledger.failed().is_none()
+                        && self.producer.in_flight_count().max(0) as usize * size.max(100)
+                            >= UNACKED_BYTES
                     {
                         self.wait_for_room();
                     }
@@ -561,6 +564,12 @@ impl Shard {
                         Err((e, back)) => {
                             let code = e.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail);
                             match classify(code, true) {
+                                Failure::Backpressure if self.ledger.failed().is_some() => {
+                                    // The transaction aborts anyway (a record was refused):
+                                    // no waiting for room, the partition reads this record
+                                    // again after the abort.
+                                    self.rewind(src, &Rewind::to(topic, partition, offset))?;
+                                }
                                 Failure::Backpressure => {
                                     // Full: wait until a quarter of the queue is acked
                                     // (not one send attempt per report).
@@ -786,6 +795,7 @@ impl Shard {
         let deadline = Instant::now() + TXN_CALL;
         while self.producer.in_flight_count() > held - held / 4
             && self.ledger.failed().is_none()
+            && self.ctx.stop.load(Ordering::Acquire) != stop::ABANDON
             && Instant::now() < deadline
         {
             self.serve_deliveries(Duration::from_millis(10));
