@@ -3,8 +3,8 @@
 //!
 //! - **start**: process start -> the first record of a preloaded topic on the target;
 //! - **new topic**: a topic created on the source of a running mirror (with `N` topics
-//!   mirrored already; `LATENCY_TOPICS`, default `100,10000`) -> its first record on the
-//!   target;
+//!   mirrored already; `LATENCY_TOPICS`, default `100,9990`: this broker assigns nothing to
+//!   a group subscribed to more than 10,000 topics) -> its first record on the target;
 //! - **restart**: one of three instances mirroring a 12-partition topic under load is
 //!   stopped gracefully and started again -> its first record mirrored again;
 //! - **start with a Python policy**: process start -> ready (`/ready`: both clusters
@@ -120,7 +120,7 @@ fn new_topic(existing: usize, reps: usize) -> Vec<f64> {
         Some(&status),
         &flow(""),
     );
-    let k = Kmirror::start(&cfg, &dir.path().join("new-topic.log"));
+    let mut k = Kmirror::start(&cfg, &dir.path().join("new-topic.log"));
     // Steady: every existing topic routed and its partition assigned.
     let deadline = Instant::now() + Duration::from_secs(600);
     let steady_since = Instant::now();
@@ -166,6 +166,11 @@ fn new_topic(existing: usize, reps: usize) -> Vec<f64> {
             ) {
                 Some(at) => (at - started).as_secs_f64(),
                 None => {
+                    assert!(
+                        k.running(),
+                        "kmirror exited (a group subscribed to more than 10,000 topics makes librdkafka's cooperative-sticky assignor crash on this broker); log:\n{}",
+                        k.logs()
+                    );
                     // Not within the bound: reported as such (`line` prints "> 120 s"),
                     // with what the group did meanwhile.
                     for l in k.logs().lines().filter(|l| {
@@ -326,7 +331,10 @@ fn main() {
     let topics: Vec<usize> = std::env::var("LATENCY_TOPICS")
         .ok()
         .map(|v| v.split(',').filter_map(|s| s.parse().ok()).collect())
-        .unwrap_or_else(|| vec![100, 10_000]);
+        // 9,990: this Tansu build gives a group subscribed to more than 10,000 topics no
+        // assignment, and librdkafka's cooperative-sticky assignor then crashes
+        // (docs/performance.md); 9,990 leaves room for the new topics of 10 runs.
+        .unwrap_or_else(|| vec![100, 9_990]);
     println!("latency benchmark (Tansu, default settings, refresh_topics_interval 5 s):");
     line(
         "process start -> first record on the target",

@@ -164,7 +164,10 @@ fn consume_alone(src: &str, size: usize, count: usize) {
     let (mut read, mut first, mut bytes) = (0, None, 0usize);
     let deadline = Instant::now() + Duration::from_secs(600);
     while read < count {
-        assert!(Instant::now() < deadline, "consumed {read} of {count} in 600 s");
+        assert!(
+            Instant::now() < deadline,
+            "consumed {read} of {count} in 600 s"
+        );
         if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
             first.get_or_insert_with(now_s);
             bytes += m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len);
