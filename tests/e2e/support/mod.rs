@@ -294,23 +294,7 @@ impl Client {
 
     /// Creates `topic` with `partitions` partitions (the producer would auto-create with one).
     pub fn create_topic(&self, topic: &str, partitions: i32) {
-        use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-        let admin: AdminClient<_> = ClientConfig::new()
-            .set("bootstrap.servers", &self.addr)
-            .create()
-            .expect("admin");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("rt");
-        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-        let res = rt
-            .block_on(admin.create_topics([&new], &AdminOptions::new()))
-            .expect("create topic");
-        assert!(res[0].is_ok(), "create {topic}: {res:?}");
-        wait_for("the topic to appear", Duration::from_secs(10), || {
-            (self.partitions(topic) == Some(partitions)).then_some(())
-        });
+        self.create_topics(&[topic.to_string()], partitions);
     }
 
     /// Creates every topic of `topics` (`partitions` each), many per request, and waits
