@@ -11,7 +11,8 @@
 //! - checkpoints and `offsets translate` stay exact across commit markers: a group between
 //!   two transactions translates to the first record after the marker;
 //! - a record the target will not take stops only its partition (its progress stays at it);
-//! - a flow switched from at-least-once goes on from the source group's progress.
+//! - a flow switched from at-least-once goes on from the source group's progress;
+//! - a topic created while the flow runs joins its shards and is mirrored exactly once.
 //!
 //! Not tested here: a source producer that aborts transactions. Both this Tansu build and
 //! librdkafka's mock cluster send an empty aborted-transactions list in every Fetch
@@ -479,5 +480,51 @@ fn a_flow_switched_from_at_least_once_goes_on_where_it_was() {
     let mut k = Kmirror::start(&eos, &dir.path().join("eos.log"));
     let (missing, duplicated, _) = tally_committed(&backup.addr, "primary.switch", 2, 600);
     assert_eq!((missing, duplicated), (0, 0), "log:\n{}", k.logs());
+    assert_eq!(k.stop(), Some(0));
+}
+
+/// A topic created while an exactly-once flow runs joins the shards (their partitions
+/// follow the routes without a restart) and is mirrored exactly once, while the topic
+/// that was there goes on unharmed.
+#[test]
+fn a_topic_created_while_running_joins_its_shards_exactly_once() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let src = Client::new(&primary.addr);
+    src.create_topic("before", 2);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let cfg = config(dir.path(), &primary.addr, &backup.addr, &status, "300ms");
+    let mut first = Feeder::start(&primary.addr, "before", 2, 300);
+    let mut k = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
+    if poll_until(Duration::from_secs(60), || {
+        (mirrored_by(&status)? > 0).then_some(())
+    })
+    .is_none()
+    {
+        panic!("no record committed in 60 s; log:\n{}", k.logs());
+    }
+    src.create_topic("after", 3);
+    let mut second = Feeder::start(&primary.addr, "after", 3, 300);
+    wait_for("the new topic's partitions in the shards", T, || {
+        let s = http_get(&status, "/status")?.1;
+        (s["flows"][0]["partitions"]["after"]
+            .as_object()
+            .map_or(0, |p| p.len())
+            == 3)
+            .then_some(())
+    });
+    let (n_first, n_second) = (first.stop(), second.stop());
+    for (topic, partitions, produced) in [
+        ("primary.before", 2, n_first),
+        ("primary.after", 3, n_second),
+    ] {
+        let (missing, duplicated, total) =
+            tally_committed(&backup.addr, topic, partitions, produced);
+        eprintln!(
+            "FIGURES exactly-once, a topic created while running: {topic}: produced {produced}, missing {missing}, duplicated {duplicated}, aborted transactions {}",
+            total.aborts
+        );
+        assert_eq!((missing, duplicated), (0, 0), "{topic}; log:\n{}", k.logs());
+    }
     assert_eq!(k.stop(), Some(0));
 }
