@@ -50,6 +50,17 @@ fn mirrored_by(status: &str) -> Option<u64> {
     http_get(status, "/status")?.1["flows"][0]["records"].as_u64()
 }
 
+/// Waits (up to 60 s) until the instance at `status` has committed a record.
+fn first_commit(status: &str, k: &Kmirror) {
+    if poll_until(Duration::from_secs(60), || {
+        (mirrored_by(status)? > 0).then_some(())
+    })
+    .is_none()
+    {
+        panic!("no record committed in 60 s; log:\n{}", k.logs());
+    }
+}
+
 /// What the target holds of `topic` once aborted transactions are dropped: how often
 /// each id arrived, and the totals of the raw reads.
 fn committed_ids(
@@ -175,13 +186,7 @@ fn a_graceful_stop_under_load_commits_its_transaction() {
     let log = dir.path().join("kmirror.log");
     let mut feeder = Feeder::start(&primary.addr, "calm", 3, 300);
     let mut k = Kmirror::start(&cfg, &log);
-    if poll_until(Duration::from_secs(60), || {
-        (mirrored_by(&status)? > 0).then_some(())
-    })
-    .is_none()
-    {
-        panic!("no record committed in 60 s; log:\n{}", k.logs());
-    }
+    first_commit(&status, &k);
     // Stopped in the middle of a 5 s transaction: it is committed, not aborted.
     std::thread::sleep(Duration::from_millis(1500));
     let produced_at_stop = feeder.produced();
@@ -428,11 +433,7 @@ fn a_record_the_target_will_not_take_stops_only_its_partition() {
     let status = free_addr();
     let cfg = config(dir.path(), &primary.addr, &backup.addr, &status, "300ms");
     let mut k = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
-    let paused = wait_for("partition 0 paused in /status", T, || {
-        let (_, s) = http_get(&status, "/status")?;
-        let p = s["flows"][0]["partitions"]["mixed"]["0"]["paused"].clone();
-        (!p.is_null()).then_some(p)
-    });
+    let paused = wait_paused(&status, "mixed", 0);
     assert_eq!(paused["offset"], 100, "{paused}");
     // Every other record exactly once; partition 0 up to the record it stopped at.
     let counts = wait_for("the healthy records committed", T, || {
@@ -496,13 +497,7 @@ fn a_topic_created_while_running_joins_its_shards_exactly_once() {
     let cfg = config(dir.path(), &primary.addr, &backup.addr, &status, "300ms");
     let mut first = Feeder::start(&primary.addr, "before", 2, 300);
     let mut k = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
-    if poll_until(Duration::from_secs(60), || {
-        (mirrored_by(&status)? > 0).then_some(())
-    })
-    .is_none()
-    {
-        panic!("no record committed in 60 s; log:\n{}", k.logs());
-    }
+    first_commit(&status, &k);
     src.create_topic("after", 3);
     let mut second = Feeder::start(&primary.addr, "after", 3, 300);
     wait_for("the new topic's partitions in the shards", T, || {

@@ -184,11 +184,7 @@ fn a_record_the_target_will_not_take_stops_only_its_partition() {
     let status = free_addr();
     let cfg = config(dir.path(), &primary.addr, &backup.addr, &status, "");
     let mut k = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
-    let paused = wait_for("partition 0 paused in /status", T, || {
-        let (_, s) = http_get(&status, "/status")?;
-        let p = s["flows"][0]["partitions"]["mixed"]["0"]["paused"].clone();
-        (!p.is_null()).then_some(p)
-    });
+    let paused = wait_paused(&status, "mixed", 0);
     assert_eq!(paused["offset"], 100, "{paused}");
     assert!(
         paused["reason"]

@@ -572,6 +572,20 @@ cache_dir = "{cache}"
     path
 }
 
+/// Waits until `/status` at `status` shows `topic`[`partition`] paused at a record, and
+/// returns its `paused` object (offset, reason, since).
+pub fn wait_paused(status: &str, topic: &str, partition: i32) -> serde_json::Value {
+    wait_for(
+        &format!("{topic}[{partition}] paused in /status"),
+        Duration::from_secs(120),
+        || {
+            let (_, s) = http_get(status, "/status")?;
+            let p = s["flows"][0]["partitions"][topic][partition.to_string()]["paused"].clone();
+            (!p.is_null()).then_some(p)
+        },
+    )
+}
+
 /// The raw HTTP/1.0 response to `GET path`.
 pub fn http(addr: &str, path: &str) -> Option<String> {
     use std::io::{Read, Write};
