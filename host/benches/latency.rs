@@ -13,7 +13,9 @@
 //!   and compiled beforehand with `kmirror plugin compile` (what the container image does).
 //!
 //! Records are watched with a client that is not kmirror's.
-//! `scripts/bench.sh latency` (`REPS=n`, `LATENCY_TOPICS=100,10000`).
+//! `scripts/bench.sh latency` (`REPS=n`, `LATENCY_TOPICS=100,10000`; `LATENCY_FLOW` adds
+//! lines to the flow, e.g. `LATENCY_FLOW='session_timeout = "6s"'`: this broker holds a
+//! JoinGroup until half the session timeout has passed).
 
 mod common;
 #[path = "../../tests/e2e/support/mod.rs"]
@@ -52,9 +54,11 @@ fn first_record(addr: &str, topic: &str, partitions: i32, timeout: Duration) -> 
     None
 }
 
+/// The flow, with `extra` lines and those of `LATENCY_FLOW` (e.g. `session_timeout = "6s"`).
 fn flow(extra: &str) -> String {
+    let knobs = std::env::var("LATENCY_FLOW").unwrap_or_default();
     format!(
-        "[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nreplication_factor = 1\n{extra}\n"
+        "[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nreplication_factor = 1\n{extra}\n{knobs}\n"
     )
 }
 
@@ -335,7 +339,14 @@ fn main() {
         // assignment, and librdkafka's cooperative-sticky assignor then crashes
         // (docs/performance.md); 9,990 leaves room for the new topics of 10 runs.
         .unwrap_or_else(|| vec![100, 9_990]);
-    println!("latency benchmark (Tansu, default settings, refresh_topics_interval 5 s):");
+    match std::env::var("LATENCY_FLOW") {
+        Ok(knobs) => {
+            println!("latency benchmark (Tansu, refresh_topics_interval 5 s, with {knobs}):")
+        }
+        Err(_) => {
+            println!("latency benchmark (Tansu, default settings, refresh_topics_interval 5 s):")
+        }
+    }
     line(
         "process start -> first record on the target",
         &(0..reps).map(start).collect::<Vec<_>>(),

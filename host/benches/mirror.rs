@@ -2,8 +2,9 @@
 //! partitions, records with a key and a header, 200 B and 1 KiB values):
 //!
 //! - (a) `bare`: a bare rdkafka consume->produce loop with kmirror's client settings
-//!   (BaseConsumer + ThreadedProducer, idempotent, acks=all, linger 5 ms, fetch queue
-//!   backoff 10 ms), one process;
+//!   (BaseConsumer + ThreadedProducer, idempotent, acks=all, linger 50 ms, fetch queue
+//!   backoff 10 ms; its queues 64 MiB + 32 MiB, more than kmirror's defaults: the loop
+//!   has no byte budget to keep a small queue from filling), one process;
 //! - (b) `pipe`: what a user without a mirror writes: `pipe.py`, a consume->produce loop on
 //!   confluent-kafka with the same producer guarantees, one process per topic;
 //! - (c) `kmirror`: the real binary with the default WASM policy and topic filter
@@ -28,7 +29,10 @@
 //! record to last), CPU seconds (user + system), peak RSS; then the ratios.
 //!
 //! `scripts/bench.sh mirror` (or `cargo bench -p kmirror --bench mirror`; `RECORDS=n` per
-//! size, default 300000; `REPS=n`).
+//! size, default 300000; `REPS=n`). For kmirror's runs: `TASKS=n` sets
+//! `replication_tasks`; `SOURCE_RDKAFKA` / `TARGET_RDKAFKA` (`key=value,…`) add librdkafka
+//! settings to the source / target cluster (to measure a queue size or `linger.ms`);
+//! `KMIRROR_LOG` and `BENCH_LOG=file` keep its log; `PERF_OUT=path` a CPU profile.
 
 mod common;
 #[path = "../../tests/e2e/support/mod.rs"]
@@ -57,7 +61,7 @@ fn producer(dst: &str) -> ThreadedProducer<DefaultProducerContext> {
         .set("bootstrap.servers", dst)
         .set("enable.idempotence", "true")
         .set("acks", "all")
-        .set("linger.ms", "5")
+        .set("linger.ms", "50")
         .set("compression.type", "none")
         .set("queue.buffering.max.messages", "100000")
         .set("queue.buffering.max.kbytes", "65536")

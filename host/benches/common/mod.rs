@@ -64,6 +64,19 @@ pub struct Run {
     pub rss: f64,
 }
 
+/// A `[clusters.<alias>.librdkafka]` table of the `key=value,…` pairs in the environment
+/// variable `var` (`SOURCE_RDKAFKA`, `TARGET_RDKAFKA`: to measure a librdkafka setting).
+fn librdkafka(alias: &str, var: &str) -> String {
+    let Ok(pairs) = std::env::var(var) else {
+        return String::new();
+    };
+    let mut table = format!("[clusters.{alias}.librdkafka]\n");
+    for (k, v) in pairs.split(',').filter_map(|kv| kv.split_once('=')) {
+        table.push_str(&format!("\"{}\" = \"{}\"\n", k.trim(), v.trim()));
+    }
+    table
+}
+
 /// One kmirror run: the flow copies the topics matching `topics` from `src` to a fresh
 /// broker, with `flow_extra` lines in its `[[flows]]` table and components from `plugins`
 /// (compiled into `cache`); timed until `n` records are acked.
@@ -85,8 +98,10 @@ pub fn run_kmirror(
     std::fs::write(
         &config,
         format!(
-            "[status]\nlisten = \"{status}\"\n[clusters.{alias}]\nbootstrap_servers = \"{src}\"\n[clusters.backup]\nbootstrap_servers = \"{}\"\n[plugins]\ndir = \"{}\"\ncache_dir = \"{}\"\n[[flows]]\nsource = \"{alias}\"\ntarget = \"backup\"\nreplication_factor = 1\nrefresh_topics_interval = \"1s\"\nemit_heartbeats_enabled = false\ntopic_filter = {{ plugin = \"regex_filter.wasm\", config = {{ \"topics\" = \"{topics}\" }} }}\nreplication_policy = {{ plugin = \"default_policy.wasm\" }}\n{}{flow_extra}\n",
+            "[status]\nlisten = \"{status}\"\n[clusters.{alias}]\nbootstrap_servers = \"{src}\"\n{}[clusters.backup]\nbootstrap_servers = \"{}\"\n{}[plugins]\ndir = \"{}\"\ncache_dir = \"{}\"\n[[flows]]\nsource = \"{alias}\"\ntarget = \"backup\"\nreplication_factor = 1\nrefresh_topics_interval = \"1s\"\nemit_heartbeats_enabled = false\ntopic_filter = {{ plugin = \"regex_filter.wasm\", config = {{ \"topics\" = \"{topics}\" }} }}\nreplication_policy = {{ plugin = \"default_policy.wasm\" }}\n{}{flow_extra}\n",
+            librdkafka(&alias, "SOURCE_RDKAFKA"),
             dst.addr,
+            librdkafka("backup", "TARGET_RDKAFKA"),
             plugins.display(),
             cache.display(),
             std::env::var("TASKS").map(|t| format!("replication_tasks = {t}\n")).unwrap_or_default(),

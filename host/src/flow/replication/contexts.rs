@@ -10,6 +10,7 @@ use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::ProducerContext;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,21 +29,50 @@ pub struct Delivered {
 pub struct Deliveries {
     queue: Mutex<Vec<Delivered>>,
     arrived: Condvar,
+    /// How many reports the waiting loop wants before it is woken (0: the loop is not
+    /// waiting, and no report wakes anyone).
+    wanted: AtomicUsize,
 }
 
 impl Deliveries {
     /// Moves the reports collected so far into `into`, waiting up to `timeout` for one if
     /// there is none.
     pub fn take(&self, into: &mut Vec<Delivered>, timeout: Duration) {
+        self.take_at_least(into, 1, timeout);
+    }
+
+    /// Moves the reports collected so far into `into`, waiting up to `timeout` until there
+    /// are `wanted` of them — the producer's thread wakes the loop once, not per report.
+    pub fn take_at_least(&self, into: &mut Vec<Delivered>, wanted: usize, timeout: Duration) {
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        if queue.is_empty() && !timeout.is_zero() {
-            queue = self
-                .arrived
-                .wait_timeout(queue, timeout)
-                .map(|(q, _)| q)
-                .unwrap_or_else(|e| e.into_inner().0);
+        if queue.len() < wanted && !timeout.is_zero() {
+            self.wanted.store(wanted.max(1), Ordering::Relaxed);
+            let deadline = Instant::now() + timeout;
+            while queue.len() < wanted {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                queue = self
+                    .arrived
+                    .wait_timeout(queue, left)
+                    .map(|(q, _)| q)
+                    .unwrap_or_else(|e| e.into_inner().0);
+            }
+            self.wanted.store(0, Ordering::Relaxed);
         }
         into.append(&mut queue);
+    }
+
+    /// A report came in: the loop is woken if it waits and now has what it wants.
+    fn push(&self, report: Delivered) {
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        queue.push(report);
+        // `wanted` is stored and cleared under the queue's lock: a waiter is never missed.
+        let wanted = self.wanted.load(Ordering::Relaxed);
+        if wanted != 0 && queue.len() >= wanted {
+            self.arrived.notify_one();
+        }
     }
 }
 
@@ -56,14 +86,10 @@ impl ProducerContext for Deliveries {
             Ok(m) => Ok(m.offset()),
             Err((e, _)) => Err(e.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail)),
         };
-        self.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Delivered {
-                key: key as u64,
-                result,
-            });
-        self.arrived.notify_one();
+        self.push(Delivered {
+            key: key as u64,
+            result,
+        });
     }
 }
 
@@ -191,5 +217,55 @@ impl<H> Membership<H> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(outcome);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(key: u64) -> Delivered {
+        Delivered {
+            key,
+            result: Ok(key as i64),
+        }
+    }
+
+    #[test]
+    fn the_loop_is_woken_once_it_has_the_reports_it_wants() {
+        let d = Arc::new(Deliveries::default());
+        let producer = {
+            let d = d.clone();
+            std::thread::spawn(move || {
+                for k in 0..3 {
+                    std::thread::sleep(Duration::from_millis(20));
+                    d.push(report(k));
+                }
+            })
+        };
+        let mut got = Vec::new();
+        let started = Instant::now();
+        d.take_at_least(&mut got, 3, Duration::from_secs(30));
+        assert_eq!(got.len(), 3, "all three, in one wake");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "woken, not timed out"
+        );
+        producer.join().unwrap();
+        // Nobody waits now: reports just queue up.
+        d.push(report(7));
+        d.take(&mut got, Duration::ZERO);
+        assert_eq!(got.iter().map(|r| r.key).collect::<Vec<_>>(), [0, 1, 2, 7]);
+    }
+
+    #[test]
+    fn a_wait_for_more_reports_than_come_ends_at_its_timeout_with_what_came() {
+        let d = Deliveries::default();
+        d.push(report(1));
+        let mut got = Vec::new();
+        d.take_at_least(&mut got, 5, Duration::from_millis(50));
+        assert_eq!(got.len(), 1);
+        d.take_at_least(&mut got, 5, Duration::ZERO);
+        assert_eq!(got.len(), 1, "no wait, nothing new");
     }
 }

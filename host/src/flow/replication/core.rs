@@ -6,6 +6,7 @@
 
 use super::ReplicatorSettings;
 use super::book::{Ack, Book, BookSettings, Effect, Offer, Orphans};
+use super::budget::UnackedBudget;
 use super::chain::Fate;
 use super::contexts::{CommitOutcome, Deliveries, Membership, Rebalancing};
 use super::failures::classify;
@@ -70,6 +71,13 @@ pub enum Forwarded {
 /// The producer's local queue, in records (`queue.buffering.max.messages`).
 pub const PRODUCER_QUEUE: usize = 100_000;
 
+/// The bytes a task keeps sent and not yet acknowledged at most, as a share of its
+/// producer's queue (`queue.buffering.max.kbytes`; `super::budget`): below the queue, a
+/// record waits for delivery reports (the loop sleeps until enough came in) instead of
+/// being refused by a full queue and retried per report; the queue never fills, so its
+/// size is no longer what memory comes to (docs/performance.md, "Memory").
+pub const UNACKED_SHARE: usize = 2;
+
 /// How often the producer's metadata of one target topic is refreshed at most.
 const REFRESH_EVERY: Duration = Duration::from_secs(1);
 
@@ -105,17 +113,21 @@ pub struct Core {
     pub(super) dropped: u64,
     pub(super) rebalances: u64,
     refreshed: HashMap<Arc<str>, Instant>,
+    /// The bytes sent and not acknowledged this task keeps at most.
+    budget: UnackedBudget,
 }
 
 impl Core {
     /// The state of a replicator producing through `producer` and sending syncs through
     /// `syncs`; `orphans` is shared by the instance's replication tasks.
+    /// `unacked_budget` is in bytes (see [`UNACKED_SHARE`]).
     pub fn new(
         settings: ReplicatorSettings,
         producer: ThreadedProducer<Deliveries>,
         syncs: SyncSender,
         telemetry: Arc<FlowTelemetry>,
         orphans: Arc<Mutex<Orphans>>,
+        unacked_budget: usize,
     ) -> Self {
         let book = Book::new(BookSettings {
             max_in_flight: settings.max_in_flight,
@@ -138,6 +150,7 @@ impl Core {
             dropped: 0,
             rebalances: 0,
             refreshed: HashMap::new(),
+            budget: UnackedBudget::new(unacked_budget),
         }
     }
 
@@ -155,6 +168,10 @@ impl Core {
         fate: &Fate,
         now: Instant,
     ) -> Forwarded {
+        if self.budget.holds(self.unacked()) {
+            // Offered again once delivery reports came in (see `wait_for_room`).
+            return Forwarded::Full;
+        }
         let up = msg.offset();
         // Asked only at a gap: the log start the fetch that brought the record reported
         // (no request on the hot path; unknown, no loss is judged).
@@ -198,6 +215,7 @@ impl Core {
                 return Forwarded::Done;
             }
         };
+        self.budget.sent(size);
         match self.producer.send(record) {
             Ok(()) => {
                 self.book.sent(
@@ -244,6 +262,19 @@ impl Core {
     pub fn has_room(&self) -> bool {
         self.book.in_flight() <= self.settings.max_in_flight / 2
             && self.producer.in_flight_count() <= PRODUCER_QUEUE as i32 / 2
+            && self.budget.has_room(self.unacked())
+    }
+
+    /// The records the producer holds (queued, in flight, reports not yet served).
+    fn unacked(&self) -> usize {
+        self.producer.in_flight_count().max(0) as usize
+    }
+
+    /// Handles delivery reports, waiting up to `timeout` for as many as the byte budget
+    /// needs to let records through again (or for one, if it does not hold them back).
+    pub fn wait_for_room(&mut self, consumer: &Member, timeout: Duration) {
+        let wanted = self.budget.acks_until_room(self.unacked());
+        self.poll_reports(consumer, wanted, timeout);
     }
 
     /// The target has no room (`on`): the flowing partitions are paused (a record they
@@ -261,9 +292,15 @@ impl Core {
     /// Handles the producer's delivery reports (collected on its own thread), waiting up to
     /// `timeout` for one.
     pub fn poll_producer(&mut self, consumer: &Member, timeout: Duration) {
+        self.poll_reports(consumer, 1, timeout);
+    }
+
+    fn poll_reports(&mut self, consumer: &Member, wanted: usize, timeout: Duration) {
         self.syncs.poll();
         let mut delivered = std::mem::take(&mut self.delivered);
-        self.producer.context().take(&mut delivered, timeout);
+        self.producer
+            .context()
+            .take_at_least(&mut delivered, wanted, timeout);
         let (now, now_ms) = (Instant::now(), now_ms());
         for d in delivered.drain(..) {
             let result = d.result.map_err(|code| {

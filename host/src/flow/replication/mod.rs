@@ -14,7 +14,8 @@
 //! A record the target will never take (too large, rejected, not authorized) affects only
 //! its partition: paused there (`on_unproducible = "pause"`, retried now and then) or
 //! skipped (`"skip"`). Retriable errors are retried by librdkafka without end; memory
-//! stays bounded by a record limit and the producer's queue.
+//! stays bounded by a record limit, a byte budget for un-acknowledged records (`budget`:
+//! half the producer's queue) and the consumer's prefetch.
 //!
 //! - `worker`: the thread and its loop; `core`: the shell it shares with the group
 //!   callbacks (`contexts`), applying what the [`book`] decides — the owned partitions,
@@ -25,6 +26,7 @@
 //!   lost; [`leave`]: the order the tasks leave the group in at a graceful stop.
 
 pub mod book;
+mod budget;
 pub mod chain;
 pub(crate) mod contexts;
 mod core;

@@ -144,12 +144,19 @@ impl Committer {
 }
 
 /// A task's producer queue (KiB) unless the target's librdkafka settings say otherwise;
-/// with the consumer's prefetch below it is most of a task's memory (measured, 2 tasks at
-/// 1 KiB: 64 + 32 MiB per task 204,000 records/s, 365 MiB RSS; 16 + 8 MiB 163,000/s,
-/// 171 MiB).
-const PRODUCER_QUEUE_KBYTES: &str = "65536";
+/// the task keeps at most half of it un-acknowledged (`core::UNACKED_SHARE`). With the
+/// consumer's prefetch below it is most of a task's memory (docs/performance.md has the
+/// measured trade).
+const PRODUCER_QUEUE_KBYTES: &str = "16384";
 /// A task's consumer prefetch (KiB) unless the source's librdkafka settings say otherwise.
-const CONSUMER_QUEUE_KBYTES: &str = "32768";
+const CONSUMER_QUEUE_KBYTES: &str = "8192";
+/// How long a task's producer lets a batch fill (ms) unless the target's librdkafka
+/// settings say otherwise (kmirror's other producers: 5). Under load, librdkafka's broker
+/// thread polls without a timeout while a partition has a batch ready and its five
+/// requests in flight: small batches (5 ms) kept it spinning — measured at 1 KiB with 16 +
+/// 8 MiB queues, 5 ms: 151,000 records/s and 7.4 CPU s; 50 ms: 186,000 and 4.8 CPU s. A
+/// record waits at most this long when traffic is light.
+const LINGER_MS: &str = "50";
 
 /// Liveness names of the replication tasks.
 const LOOP_NAMES: [&str; 8] = [
@@ -199,6 +206,12 @@ fn member(ctx: &WorkerContext, core: Arc<Shared>) -> Result<Member, ReplicateErr
         .group_member(&s.progress_group, &settings, Membership::new(core))?)
 }
 
+/// The bytes a task keeps un-acknowledged at most, for a producer queue of `kbytes` KiB.
+fn unacked_budget(kbytes: &str) -> usize {
+    let kbytes = kbytes.trim().parse::<usize>().ok().filter(|k| *k > 0);
+    kbytes.unwrap_or(16384).saturating_mul(1024) / super::core::UNACKED_SHARE
+}
+
 /// Runs one replicator until shutdown (then drains and returns `Ok`) or until the
 /// producer becomes unusable.
 pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
@@ -206,10 +219,12 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     let queue = ctx
         .target
         .setting_or("queue.buffering.max.kbytes", PRODUCER_QUEUE_KBYTES);
+    let linger = ctx.target.setting_or("linger.ms", LINGER_MS);
     let producer = ctx.target.threaded_producer(
         &[
             ("queue.buffering.max.messages", "100000"), // PRODUCER_QUEUE
             ("queue.buffering.max.kbytes", queue.as_str()),
+            ("linger.ms", linger.as_str()),
             // Never give up on a record: retriable errors are retried until they pass.
             ("message.timeout.ms", "0"),
         ],
@@ -227,6 +242,7 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
         syncs,
         ctx.telemetry.clone(),
         ctx.orphans.clone(),
+        unacked_budget(&queue),
     ));
     let consumer = Arc::new(member(&ctx, core.clone())?);
     let committer = Committer::start(consumer.clone(), &ctx.settings.flow);
@@ -328,7 +344,7 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
             });
         }
         if !pending.is_empty() {
-            c.poll_producer(&consumer, Duration::from_millis(10));
+            c.wait_for_room(&consumer, Duration::from_millis(10));
         } else {
             if c.backpressure() && c.has_room() {
                 c.set_backpressure(&consumer, false);
