@@ -13,7 +13,9 @@
 //!   and compiled beforehand with `kmirror plugin compile` (what the container image does).
 //!
 //! Records are watched with a client that is not kmirror's.
-//! `scripts/bench.sh latency` (`REPS=n`, `LATENCY_TOPICS=100,10000`; `LATENCY_FLOW` adds
+//! `scripts/bench.sh latency` (`REPS=n`, `LATENCY_TOPICS=100,10000`;
+//! `LATENCY_PARTS=start,new,restart,python` runs only those; `LATENCY_LOGS=dir` keeps the
+//! restarted instances' logs; `LATENCY_FLOW` adds
 //! lines to the flow, e.g. `LATENCY_FLOW='session_timeout = "6s"'`: this broker holds a
 //! JoinGroup until half the session timeout has passed).
 
@@ -223,7 +225,9 @@ fn restart(reps: usize) -> Vec<f64> {
             })
             .unwrap_or(0)
     };
-    let log = |i: usize, rep: usize| dir.path().join(format!("i{i}-{rep}.log"));
+    // `LATENCY_LOGS=dir` keeps the instances' logs there.
+    let logs = std::env::var("LATENCY_LOGS").map_or_else(|_| dir.path().to_path_buf(), Into::into);
+    let log = |i: usize, rep: usize| logs.join(format!("i{i}-{rep}.log"));
     let mut instances: Vec<Kmirror> = (0..3)
         .map(|i| Kmirror::start(&config(i), &log(i, 0)))
         .collect();
@@ -347,20 +351,30 @@ fn main() {
             println!("latency benchmark (Tansu, default settings, refresh_topics_interval 5 s):")
         }
     }
-    line(
-        "process start -> first record on the target",
-        &(0..reps).map(start).collect::<Vec<_>>(),
-    );
-    for n in topics {
+    // `LATENCY_PARTS=start,new,restart,python`: only those (default all).
+    let parts = std::env::var("LATENCY_PARTS").unwrap_or("start,new,restart,python".into());
+    let part = |p: &str| parts.split(',').any(|x| x.trim() == p);
+    if part("start") {
+        line(
+            "process start -> first record on the target",
+            &(0..reps).map(start).collect::<Vec<_>>(),
+        );
+    }
+    for n in topics.into_iter().filter(|_| part("new")) {
         line(
             &format!("new topic -> first record ({n} topics mirrored)"),
             &new_topic(n, reps),
         );
     }
-    line(
-        "restart of 1 of 3 instances -> flowing again",
-        &restart(reps),
-    );
+    if part("restart") {
+        line(
+            "restart of 1 of 3 instances -> flowing again",
+            &restart(reps),
+        );
+    }
+    if !part("python") {
+        return;
+    }
     let built = tempfile::tempdir().expect("tempdir");
     let policy = built.path().join("py_prefix.wasm");
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/python/prefix-policy");
