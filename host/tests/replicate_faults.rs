@@ -851,10 +851,11 @@ async fn records_of_a_partition_routed_while_the_target_is_full_are_not_lost() {
     running.task.await.expect("join").expect("a clean stop");
 }
 
-/// The byte budget: a task keeps at most half its producer queue un-acknowledged (here a
-/// 64 KiB queue, records of ~1 KiB: about 32 of them, where the queue alone would take
-/// about 64), and what waits is mirrored once the target is back — nothing lost, progress
-/// stored to the end.
+/// The byte budget: a task keeps at most half its producer queue un-acknowledged, keys and
+/// values counted (here a 64 KiB queue, records of ~1 KiB of key: about 32 of them; a
+/// budget of the whole queue lets 66 wait, and librdkafka's own queue limit, which counts
+/// only values, thousands), and what waits is mirrored once the target is back — nothing
+/// lost, progress stored to the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_byte_budget_bounds_what_waits_for_the_target_and_loses_nothing() {
     let (source, target) = mocks();

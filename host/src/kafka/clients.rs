@@ -217,12 +217,12 @@ mod tests {
             ("fetch.queue.backoff.ms", "500"),
         ]);
         assert_eq!(
-            mine.setting_or("queue.buffering.max.kbytes", "65536"),
+            mine.setting_or("queue.buffering.max.kbytes", "16384"),
             "1024"
         );
         assert_eq!(
-            mine.setting_or("queued.max.messages.kbytes", "32768"),
-            "32768"
+            mine.setting_or("queued.max.messages.kbytes", "8192"),
+            "8192"
         );
         assert_eq!(
             mine.consumer_config("g", &[]).get("fetch.queue.backoff.ms"),

@@ -50,6 +50,11 @@ impl UnackedBudget {
         self.holding
     }
 
+    /// Whether the budget held records back when last asked ([`UnackedBudget::holds`]).
+    pub fn holding(&self) -> bool {
+        self.holding
+    }
+
     /// Whether `records` un-acknowledged records leave room (half the budget).
     pub fn has_room(&self, records: usize) -> bool {
         self.held(records) <= self.bytes / 2
@@ -76,6 +81,7 @@ mod tests {
         b.sent(1_000);
         assert!(!b.holds(9));
         assert!(b.holds(10), "at the budget");
+        assert!(b.holding());
         assert_eq!(b.acks_until_room(10), 5);
         assert!(b.holds(6), "still over half");
         assert!(!b.has_room(6));

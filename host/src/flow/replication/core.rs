@@ -63,8 +63,8 @@ pub enum Forwarded {
     /// Sent, skipped, or declined (its partition reads it again later): the next record
     /// may come.
     Done,
-    /// No room (the producer's queue is full or too many records are in flight): offer it
-    /// again, or [`Core::decline`] it.
+    /// No room (the byte budget holds records back, the producer's queue is full or too
+    /// many records are in flight): offer it again, or [`Core::decline`] it.
     Full,
 }
 
@@ -74,8 +74,9 @@ pub const PRODUCER_QUEUE: usize = 100_000;
 /// The bytes a task keeps sent and not yet acknowledged at most, as a share of its
 /// producer's queue (`queue.buffering.max.kbytes`; `super::budget`): below the queue, a
 /// record waits for delivery reports (the loop sleeps until enough came in) instead of
-/// being refused by a full queue and retried per report; the queue never fills, so its
-/// size is no longer what memory comes to (docs/performance.md, "Memory").
+/// being refused by a full queue and retried per report. Keys and values are counted
+/// (librdkafka counts only values against its queue size), so the budget bounds memory
+/// where the queue would not (docs/performance.md, "Memory").
 pub const UNACKED_SHARE: usize = 2;
 
 /// How often the producer's metadata of one target topic is refreshed at most.
@@ -215,9 +216,9 @@ impl Core {
                 return Forwarded::Done;
             }
         };
-        self.budget.sent(size);
         match self.producer.send(record) {
             Ok(()) => {
+                self.budget.sent(size);
                 self.book.sent(
                     key,
                     InFlight {
@@ -257,8 +258,8 @@ impl Core {
         }
     }
 
-    /// Whether the target has room again after back-pressure: half the record limit, and
-    /// half the producer's queue.
+    /// Whether the target has room again after back-pressure: half the record limit, half
+    /// the producer's queue and half the byte budget.
     pub fn has_room(&self) -> bool {
         self.book.in_flight() <= self.settings.max_in_flight / 2
             && self.producer.in_flight_count() <= PRODUCER_QUEUE as i32 / 2
@@ -271,10 +272,25 @@ impl Core {
     }
 
     /// Handles delivery reports, waiting up to `timeout` for as many as the byte budget
-    /// needs to let records through again (or for one, if it does not hold them back).
-    pub fn wait_for_room(&mut self, consumer: &Member, timeout: Duration) {
-        let wanted = self.budget.acks_until_room(self.unacked());
-        self.poll_reports(consumer, wanted, timeout);
+    /// needs to let records through again (or for one, if it does not hold them back);
+    /// how many it handled.
+    pub fn wait_for_room(&mut self, consumer: &Member, timeout: Duration) -> usize {
+        // Those already in first: they are no longer counted as un-acknowledged.
+        let mut taken = self.poll_reports(consumer, 1, Duration::ZERO);
+        if self.budget.holding() {
+            if self.budget.holds(self.unacked()) {
+                let wanted = self.budget.acks_until_room(self.unacked());
+                taken += self.poll_reports(consumer, wanted, timeout);
+            }
+        } else if taken == 0 {
+            taken += self.poll_reports(consumer, 1, timeout);
+        }
+        taken
+    }
+
+    /// Whether the byte budget holds new records back.
+    pub fn budget_holds(&self) -> bool {
+        self.budget.holding()
     }
 
     /// The target has no room (`on`): the flowing partitions are paused (a record they
@@ -295,12 +311,14 @@ impl Core {
         self.poll_reports(consumer, 1, timeout);
     }
 
-    fn poll_reports(&mut self, consumer: &Member, wanted: usize, timeout: Duration) {
+    /// Handles delivery reports, waiting up to `timeout` until `wanted` came in; how many.
+    fn poll_reports(&mut self, consumer: &Member, wanted: usize, timeout: Duration) -> usize {
         self.syncs.poll();
         let mut delivered = std::mem::take(&mut self.delivered);
         self.producer
             .context()
             .take_at_least(&mut delivered, wanted, timeout);
+        let taken = delivered.len();
         let (now, now_ms) = (Instant::now(), now_ms());
         for d in delivered.drain(..) {
             let result = d.result.map_err(|code| {
@@ -320,6 +338,7 @@ impl Core {
             self.telemetry
                 .add(Counter::Bytes, std::mem::take(&mut self.bytes));
         }
+        taken
     }
 
     fn acked(&mut self, ack: Ack, now_ms: i64) {

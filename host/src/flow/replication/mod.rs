@@ -15,7 +15,8 @@
 //! its partition: paused there (`on_unproducible = "pause"`, retried now and then) or
 //! skipped (`"skip"`). Retriable errors are retried by librdkafka without end; memory
 //! stays bounded by a record limit, a byte budget for un-acknowledged records (`budget`:
-//! half the producer's queue) and the consumer's prefetch.
+//! half the producer's queue, keys and values counted), the consumer's prefetch and one
+//! fetched batch (at most 4 MiB) per task.
 //!
 //! - `worker`: the thread and its loop; `core`: the shell it shares with the group
 //!   callbacks (`contexts`), applying what the [`book`] decides — the owned partitions,

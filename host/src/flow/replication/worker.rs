@@ -1,7 +1,9 @@
-//! The replicator's thread: one loop over the group member's `poll` and the target
-//! producer's delivery reports, without a future or an allocation per record. A full
-//! producer queue is waited out briefly with the record held; if it lasts, the record is
-//! declined (its partition reads it again later) and the flowing partitions are paused
+//! The replicator's thread: one loop over the group member's `poll` (a batch of fetched
+//! records per pass) and the target producer's delivery reports, without a future or an
+//! allocation per record. A record without room (the byte budget of un-acknowledged
+//! records, a full producer queue) is held while delivery reports come in; if none come
+//! for a while, or the batch waits too long, the held records are declined (their
+//! partitions read them again later) and the flowing partitions are paused
 //! (back-pressure) so the group membership keeps being served; they resume when there is
 //! room again. A graceful stop waits for this task's turn to leave the group
 //! ([`LeaveOrder`]), then drains, bounded by the drain timeout.
@@ -33,8 +35,12 @@ use tokio_util::sync::CancellationToken;
 
 /// How long `poll` waits for a record when nothing else is due.
 const POLL: Duration = Duration::from_millis(50);
-/// How long a held record waits for room before the flowing partitions are paused.
+/// How long a held record waits for room, with no delivery report coming in, before the
+/// flowing partitions are paused.
 const HOLD_BEFORE_PAUSE: Duration = Duration::from_secs(2);
+/// How long a fetched batch may wait for room however slowly it goes through (a slow
+/// target): the consumer is not polled meanwhile, and its poll interval is 30 s.
+const BATCH_HOLD_MAX: Duration = Duration::from_secs(10);
 /// Delivery reports are served at least every this many records.
 const REPORTS_EVERY: u32 = 256;
 /// Records at most in one batch (fetched, then through the record-transform chain).
@@ -154,8 +160,8 @@ const CONSUMER_QUEUE_KBYTES: &str = "8192";
 /// settings say otherwise (kmirror's other producers: 5). Under load, librdkafka's broker
 /// thread polls without a timeout while a partition has a batch ready and its five
 /// requests in flight: small batches (5 ms) kept it spinning — measured at 1 KiB with 16 +
-/// 8 MiB queues, 5 ms: 151,000 records/s and 7.4 CPU s; 50 ms: 186,000 and 4.8 CPU s. A
-/// record waits at most this long when traffic is light.
+/// 16 MiB queues, 5 ms: 150,000-161,000 records/s and 6.7-7.0 CPU s; 50 ms: 188,000 and
+/// 4.4 CPU s. A record waits at most this long when traffic is light.
 const LINGER_MS: &str = "50";
 
 /// Liveness names of the replication tasks.
@@ -257,6 +263,8 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     // while they wait for room the consumer is not polled.
     let mut pending: VecDeque<(BorrowedMessage<'_>, Fate)> = VecDeque::new();
     let mut held_since: Option<Instant> = None;
+    // When the records in `pending` were fetched.
+    let mut fetched_at = Instant::now();
     let mut since_reports = 0u32;
     let mut next_tick = Instant::now() + flush;
     let mut stopping: Option<Instant> = None;
@@ -315,6 +323,7 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
                 }
                 None => pending.extend(batch.into_iter().map(|m| (m, Fate::Keep))),
             }
+            fetched_at = Instant::now();
         }
         let now = Instant::now();
         let mut c = core.lock();
@@ -326,7 +335,9 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
                 continue;
             }
             let since = *held_since.get_or_insert(now);
-            if now.duration_since(since) >= HOLD_BEFORE_PAUSE {
+            if now.duration_since(since) >= HOLD_BEFORE_PAUSE
+                || now.duration_since(fetched_at) >= BATCH_HOLD_MAX
+            {
                 // It lasts: the records are read again later (and transformed again), and
                 // nothing flows until there is room.
                 c.set_backpressure(&consumer, true);
@@ -344,7 +355,11 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
             });
         }
         if !pending.is_empty() {
-            c.wait_for_room(&consumer, Duration::from_millis(10));
+            // The budget holds records until half of it is acknowledged: acknowledgements
+            // coming in are progress, not a stall.
+            if c.wait_for_room(&consumer, Duration::from_millis(10)) > 0 && c.budget_holds() {
+                held_since = None;
+            }
         } else {
             if c.backpressure() && c.has_room() {
                 c.set_backpressure(&consumer, false);
