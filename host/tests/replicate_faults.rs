@@ -777,6 +777,25 @@ fn committed_of(servers: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i6
         .collect()
 }
 
+/// Reads ids `0..n` from `topic`'s `partitions` on `servers` (at most 60 s) and fails
+/// naming those that never arrived.
+async fn assert_none_missing(servers: String, topic: &'static str, partitions: i32, n: usize) {
+    let seen = tokio::task::spawn_blocking(move || {
+        count_ids_in(&servers, topic, partitions, n, Duration::from_secs(60))
+    })
+    .await
+    .expect("read");
+    let missing: Vec<usize> = (0..n)
+        .filter(|i| !seen.contains_key(&format!("id-{i}")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} records of {topic} lost, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+}
+
 /// Finding 1 of the correctness review: while one record waited for room, the loop paused
 /// only the partitions flowing at that moment and dropped what a partition that began to
 /// flow afterwards (a newly routed topic, here) delivered; its commit then skipped them.
@@ -825,21 +844,7 @@ async fn records_of_a_partition_routed_while_the_target_is_full_are_not_lost() {
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await; // its records are fetched meanwhile
     target.broker_up(1).expect("up");
-    let t = target.bootstrap_servers();
-    let seen = tokio::task::spawn_blocking(move || {
-        count_ids_in(&t, "primary.payments", 1, 600, Duration::from_secs(60))
-    })
-    .await
-    .expect("read");
-    let missing: Vec<usize> = (0..600)
-        .filter(|i| !seen.contains_key(&format!("id-{i}")))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} payments records lost, e.g. {:?}",
-        missing.len(),
-        &missing[..missing.len().min(5)]
-    );
+    assert_none_missing(target.bootstrap_servers(), "primary.payments", 1, 600).await;
     let servers = source.bootstrap_servers();
     wait_until(
         "payments' progress stored at its end",
@@ -921,21 +926,7 @@ async fn the_byte_budget_bounds_what_waits_for_the_target_and_loses_nothing() {
         "{most} records un-acknowledged: the 32 KiB budget holds about 32"
     );
     target.broker_up(1).expect("up");
-    let t = target.bootstrap_servers();
-    let seen = tokio::task::spawn_blocking(move || {
-        count_ids(&t, "primary.orders", 2000, Duration::from_secs(60))
-    })
-    .await
-    .expect("read");
-    let missing: Vec<usize> = (0..2000)
-        .filter(|i| !seen.contains_key(&format!("id-{i}")))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} records lost, e.g. {:?}",
-        missing.len(),
-        &missing[..missing.len().min(5)]
-    );
+    assert_none_missing(target.bootstrap_servers(), "primary.orders", 2, 2000).await;
     let servers = source.bootstrap_servers();
     wait_until(
         "progress stored at the end",
