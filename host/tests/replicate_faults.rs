@@ -49,16 +49,29 @@ fn produce(servers: &str, topic: &str, range: std::ops::Range<usize>) {
 
 /// Produces ids `range` round-robin over `partitions` partitions of `topic`.
 fn produce_to(servers: &str, topic: &str, partitions: usize, range: std::ops::Range<usize>) {
+    produce_keyed(servers, topic, partitions, range, 0);
+}
+
+/// Produces ids `range` round-robin over `partitions` partitions of `topic`, each keyed by
+/// its id padded to `key_len` bytes.
+fn produce_keyed(
+    servers: &str,
+    topic: &str,
+    partitions: usize,
+    range: std::ops::Range<usize>,
+    key_len: usize,
+) {
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", servers)
         .create()
         .expect("producer");
     for i in range {
         let v = format!("id-{i}");
+        let k = format!("{v:k<key_len$}");
         p.send(
             BaseRecord::<str, str>::to(topic)
                 .partition((i % partitions) as i32)
-                .key(&v)
+                .key(&k)
                 .payload(&v),
         )
         .map_err(|(e, _)| e)
@@ -865,27 +878,9 @@ async fn records_of_a_partition_routed_while_the_target_is_full_are_not_lost() {
 async fn the_byte_budget_bounds_what_waits_for_the_target_and_loses_nothing() {
     let (source, target) = mocks();
     let servers = source.bootstrap_servers();
-    tokio::task::spawn_blocking(move || {
-        let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-            .set("bootstrap.servers", &servers)
-            .create()
-            .expect("producer");
-        let key = vec![b'k'; 1000];
-        for i in 0..2000 {
-            let v = format!("id-{i}");
-            p.send(
-                BaseRecord::<[u8], str>::to("orders")
-                    .partition(i % 2)
-                    .key(&key[..])
-                    .payload(&v),
-            )
-            .map_err(|(e, _)| e)
-            .expect("send");
-        }
-        p.flush(Duration::from_secs(30)).expect("flush");
-    })
-    .await
-    .expect("produce");
+    tokio::task::spawn_blocking(move || produce_keyed(&servers, "orders", 2, 0..2000, 1000))
+        .await
+        .expect("produce");
     target.broker_down(1).expect("down");
     let settings = ReplicatorSettings {
         max_in_flight: 100_000,
