@@ -132,6 +132,19 @@ struct Running {
     rejoin: watch::Sender<u64>,
 }
 
+impl Running {
+    /// The records the replicator has sent and not yet seen acknowledged, all partitions.
+    fn in_flight(&self) -> usize {
+        self.telemetry
+            .status()
+            .partitions
+            .values()
+            .flat_map(|p| p.values())
+            .map(|p| p.in_flight)
+            .sum()
+    }
+}
+
 fn settings() -> ReplicatorSettings {
     ReplicatorSettings {
         flush_interval: Duration::from_millis(200),
@@ -831,15 +844,7 @@ async fn records_of_a_partition_routed_while_the_target_is_full_are_not_lost() {
     target.broker_down(1).expect("down");
     let running = start(&source, &target);
     wait_until("the in-flight window full", Duration::from_secs(30), || {
-        running
-            .telemetry
-            .status()
-            .partitions
-            .values()
-            .flat_map(|p| p.values())
-            .map(|p| p.in_flight)
-            .sum::<usize>()
-            >= 500
+        running.in_flight() >= 500
     })
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await; // past the 2 s a record waits for room
@@ -892,20 +897,10 @@ async fn the_byte_budget_bounds_what_waits_for_the_target_and_loses_nothing() {
         settings,
         &[("queue.buffering.max.kbytes", "64")],
     );
-    let in_flight = || -> usize {
-        running
-            .telemetry
-            .status()
-            .partitions
-            .values()
-            .flat_map(|p| p.values())
-            .map(|p| p.in_flight)
-            .sum()
-    };
     wait_until(
         "records waiting for the target",
         Duration::from_secs(30),
-        || in_flight() >= 20,
+        || running.in_flight() >= 20,
     )
     .await;
     // Watched for a while (the loop keeps offering records meanwhile): never past the
@@ -913,7 +908,7 @@ async fn the_byte_budget_bounds_what_waits_for_the_target_and_loses_nothing() {
     let watch_until = Instant::now() + Duration::from_millis(1500);
     let mut most = 0;
     while Instant::now() < watch_until {
-        most = most.max(in_flight());
+        most = most.max(running.in_flight());
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(

@@ -238,6 +238,7 @@ mod tests {
             let d = d.clone();
             std::thread::spawn(move || {
                 for k in 0..3 {
+                    // Spaced out: the loop must be waiting when they come (not a synchronisation).
                     std::thread::sleep(Duration::from_millis(20));
                     d.push(report(k));
                 }
