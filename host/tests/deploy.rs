@@ -71,6 +71,7 @@ fn the_example_configuration_validates_and_names_every_key() {
         "shutdown_timeout",
         "unreachable_after",
         "replication_tasks",
+        "single_instance",
         "allow_policy_change",
         "take_over_from_mm2",
         "sync_topic_acls_enabled",

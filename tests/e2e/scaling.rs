@@ -463,3 +463,269 @@ fn partitions_nobody_mirrors_are_reported_and_the_group_rebalanced() {
     });
     assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
 }
+
+/// One instance of a flow declared `single_instance = true` with `extra` lines, on a fresh
+/// status port: (config, status address).
+fn single_instance(
+    dir: &Path,
+    primary: &str,
+    backup: &str,
+    i: usize,
+    extra: &str,
+) -> (PathBuf, String) {
+    let status = free_addr();
+    let flows = format!(
+        "[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nreplication_factor = 1\nrefresh_topics_interval = \"1s\"\nreplication_tasks = 2\nsingle_instance = true\n{extra}\n"
+    );
+    let path = config_file(dir, primary, backup, &plugins_dir(), Some(&status), &flows);
+    let named = dir.join(format!("kmirror-single-{i}.toml"));
+    std::fs::rename(&path, &named).expect("config");
+    (named, status)
+}
+
+/// The timestamp (tracing's RFC 3339 in UTC, which orders as text) of the first line of
+/// `log` containing every one of `parts`, or of the last one if `last`.
+fn logged_at(log: &str, parts: &[&str], last: bool) -> Option<String> {
+    let mut lines = log.lines().filter(|l| parts.iter().all(|p| l.contains(p)));
+    let line = if last { lines.next_back() } else { lines.next() }?;
+    line.split_whitespace().next().map(str::to_string)
+}
+
+#[test]
+fn a_single_instance_mirrors_without_joining_a_group_and_a_graceful_restart_mirrors_at_once() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("solo", 6);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (config, _status) = single_instance(dir.path(), &primary.addr, &backup.addr, 0, "");
+    let log = dir.path().join("kmirror.log");
+    let mut feeder = Feeder::start(&primary.addr, "solo", 6, 200);
+    let mut k = Kmirror::start(&config, &log);
+    for round in 0..2 {
+        let want = feeder.produced() + 50;
+        let flowed = poll_until(Duration::from_secs(60), || {
+            (on_target(&dst, "primary.solo", 6, want) >= want).then_some(())
+        });
+        assert!(
+            flowed.is_some(),
+            "round {round}: nothing flowed; log:\n{}",
+            k.logs()
+        );
+        // Progress is stored in the flow's group without a member (generation-less
+        // commits), so every Kafka tool still shows the mirror's lag.
+        let stored = poll_until(Duration::from_secs(30), || {
+            let c = committed(&primary.addr, "kmirror.primary.backup", "solo", 6);
+            (c.len() == 6).then_some(c)
+        });
+        assert!(
+            stored.is_some(),
+            "progress of all 6 partitions stored; log:\n{}",
+            k.logs()
+        );
+        assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+        assert!(
+            k.logs().contains("single-instance lease released"),
+            "a graceful stop lets go of the lease; log:\n{}",
+            k.logs()
+        );
+        k = Kmirror::start(&config, &log);
+    }
+    let produced = feeder.stop();
+    let (missing, duplicated) = tally(&dst, "primary.solo", 6, produced, T);
+    let logs = k.logs();
+    eprintln!(
+        "FIGURES single instance, two graceful restarts: produced {produced}, missing {missing}, duplicated {duplicated}"
+    );
+    assert_eq!(missing, 0, "log:\n{logs}");
+    assert_eq!(
+        duplicated, 0,
+        "a graceful stop drains and stores progress; log:\n{logs}"
+    );
+    // No election and no group: the control topic was never needed, the lease topic was.
+    let topics = src.topics();
+    assert!(
+        topics.contains_key("kmirror-lease.backup.internal"),
+        "{topics:?}"
+    );
+    assert!(
+        !topics.contains_key("kmirror-leader.backup.internal"),
+        "{topics:?}"
+    );
+    // Each start after a graceful stop mirrored at once (the previous holder let go).
+    let takes: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("single-instance lease taken"))
+        .collect();
+    assert_eq!(takes.len(), 3, "three starts:\n{logs}");
+    assert!(takes[0].contains("previous=none"), "{}", takes[0]);
+    for t in &takes[1..] {
+        assert!(t.contains("(Released)") && t.contains("wait_ms=0"), "{t}");
+    }
+    // Nothing subscribed (joined the progress group) and nothing was elected.
+    assert!(
+        !logs.contains("subscription follows the routed topics"),
+        "{logs}"
+    );
+    assert!(!logs.contains("this instance leads the flow"), "{logs}");
+    assert_eq!(k.stop(), Some(0));
+}
+
+#[test]
+fn a_second_single_instance_fences_the_first_which_stops_before_the_second_mirrors() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("fenced", 6);
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A short lease (the session timeout) keeps the test short.
+    let extra = "session_timeout = \"3s\"";
+    let (first, _) = single_instance(dir.path(), &primary.addr, &backup.addr, 0, extra);
+    let (second, _) = single_instance(dir.path(), &primary.addr, &backup.addr, 1, extra);
+    let (log_a, log_b) = (dir.path().join("a.log"), dir.path().join("b.log"));
+    let mut feeder = Feeder::start(&primary.addr, "fenced", 6, 300);
+    let mut a = Kmirror::start(&first, &log_a);
+    let want = feeder.produced() + 50;
+    wait_for(
+        "the first instance mirroring",
+        Duration::from_secs(60),
+        || (on_target(&dst, "primary.fenced", 6, want) >= want).then_some(()),
+    );
+    let mut b = Kmirror::start(&second, &log_b);
+    // The first loses the lease and exits with an error naming it.
+    let exit = a.wait_exit(Duration::from_secs(60));
+    let (logs_a, logs_b) = (a.logs(), b.logs());
+    assert!(
+        matches!(exit, Some(c) if c != 0),
+        "the fenced instance fails: {exit:?}\nits log:\n{logs_a}\nthe other's:\n{logs_b}"
+    );
+    assert!(logs_a.contains("single_instance: lease lost"), "{logs_a}");
+    // The second mirrors: everything produced arrives.
+    let want = feeder.produced() + 50;
+    let flowed = poll_until(Duration::from_secs(60), || {
+        (on_target(&dst, "primary.fenced", 6, want) >= want).then_some(())
+    });
+    assert!(
+        flowed.is_some(),
+        "the second instance mirrors; its log:\n{}",
+        b.logs()
+    );
+    let produced = feeder.stop();
+    let (missing, duplicated) = tally(&dst, "primary.fenced", 6, produced, T);
+    let logs_b = b.logs();
+    let lost = logs_a
+        .lines()
+        .find(|l| l.contains("lease lost"))
+        .unwrap_or_default();
+    eprintln!(
+        "FIGURES a second single instance fenced the first: produced {produced}, missing {missing}, duplicated {duplicated}; {lost}"
+    );
+    assert_eq!(missing, 0, "first:\n{logs_a}\nsecond:\n{logs_b}");
+    // Never both: the first's replication tasks were gone (their producers purged) before
+    // the second took its first partition — it waited a whole lease since the first had
+    // not let go.
+    assert!(
+        logs_b.contains("single-instance lease taken") && logs_b.contains("wait_ms=3000"),
+        "{logs_b}"
+    );
+    let a_stopped = logged_at(
+        &logs_a,
+        &["replication task stopped", "abandoned=true"],
+        true,
+    )
+    .unwrap_or_else(|| panic!("the first's tasks stopped abandoned:\n{logs_a}"));
+    let b_took = logged_at(&logs_b, &["partitions assigned to this instance"], false)
+        .unwrap_or_else(|| panic!("the second took partitions:\n{logs_b}"));
+    assert!(
+        a_stopped < b_took,
+        "the first stopped at {a_stopped}, the second mirrored from {b_took}\nfirst:\n{logs_a}\nsecond:\n{logs_b}"
+    );
+    assert_eq!(b.stop(), Some(0));
+}
+
+#[test]
+fn a_single_instance_and_instances_sharing_the_flow_through_the_group_never_run_together() {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("modes", 4);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = "session_timeout = \"3s\"";
+    let (solo, _) = single_instance(dir.path(), &primary.addr, &backup.addr, 0, extra);
+    let (shared, _) = default_instance(dir.path(), &primary.addr, &backup.addr, 1);
+    let text = std::fs::read_to_string(&shared).expect("config");
+    std::fs::write(
+        &shared,
+        text.replace(
+            "refresh_topics_interval",
+            "session_timeout = \"3s\"\nrefresh_topics_interval",
+        ),
+    )
+    .expect("config");
+    let mut feeder = Feeder::start(&primary.addr, "modes", 4, 200);
+    // A single instance runs; an instance without the setting fences it before it joins.
+    let (log_solo, log_group) = (dir.path().join("solo.log"), dir.path().join("group.log"));
+    let mut single = Kmirror::start(&solo, &log_solo);
+    let want = feeder.produced() + 50;
+    wait_for(
+        "the single instance mirroring",
+        Duration::from_secs(60),
+        || (on_target(&dst, "primary.modes", 4, want) >= want).then_some(()),
+    );
+    let mut group = Kmirror::start(&shared, &log_group);
+    let exit = single.wait_exit(Duration::from_secs(60));
+    let (logs_solo, logs_group) = (single.logs(), group.logs());
+    assert!(
+        matches!(exit, Some(c) if c != 0),
+        "{exit:?}\n{logs_solo}\n----\n{logs_group}"
+    );
+    assert!(
+        logs_solo.contains("single_instance: lease lost"),
+        "{logs_solo}"
+    );
+    let want = feeder.produced() + 50;
+    let flowed = poll_until(Duration::from_secs(90), || {
+        (on_target(&dst, "primary.modes", 4, want) >= want).then_some(())
+    });
+    let logs_group = group.logs();
+    assert!(
+        flowed.is_some(),
+        "the group instance mirrors:\n{logs_group}"
+    );
+    assert!(
+        logs_group.contains("a single instance may still run"),
+        "{logs_group}"
+    );
+    let solo_stopped = logged_at(
+        &logs_solo,
+        &["replication task stopped", "abandoned=true"],
+        true,
+    )
+    .unwrap_or_else(|| panic!("{logs_solo}"));
+    let group_took = logged_at(
+        &logs_group,
+        &["partitions assigned to this instance"],
+        false,
+    )
+    .unwrap_or_else(|| panic!("{logs_group}"));
+    assert!(
+        solo_stopped < group_took,
+        "{solo_stopped} vs {group_took}\n{logs_solo}\n----\n{logs_group}"
+    );
+    // While the group has a member, a single instance refuses to start, naming the group.
+    let mut refused = Kmirror::start(&solo, &dir.path().join("refused.log"));
+    let exit = refused.wait_exit(Duration::from_secs(60));
+    let logs_refused = refused.logs();
+    assert!(
+        matches!(exit, Some(c) if c != 0),
+        "{exit:?}\n{logs_refused}"
+    );
+    assert!(
+        logs_refused.contains("single_instance: the flow's group kmirror.primary.backup has"),
+        "{logs_refused}"
+    );
+    let produced = feeder.stop();
+    let (missing, duplicated) = tally(&dst, "primary.modes", 4, produced, T);
+    eprintln!(
+        "FIGURES an instance without single_instance fenced a single one: produced {produced}, missing {missing}, duplicated {duplicated}"
+    );
+    assert_eq!(missing, 0, "{logs_solo}\n----\n{}", group.logs());
+    assert_eq!(group.stop(), Some(0));
+}

@@ -244,6 +244,12 @@ pub struct FlowConfig {
     /// (default: the number of CPUs, at most 4).
     #[serde(default)]
     pub replication_tasks: Option<u32>,
+    /// Whether the flow runs on one instance only: its replication tasks take the routed
+    /// partitions themselves and it does the elected duties from its start (no consumer
+    /// group to join: the first record within a second of the start), holding a lease on
+    /// the source that fences any second instance (docs/scaling.md).
+    #[serde(default)]
+    pub single_instance: bool,
     /// How long a cluster may be unreachable before the flow reports itself degraded.
     #[serde(default = "default_unreachable_after", with = "humantime_serde")]
     pub unreachable_after: Duration,

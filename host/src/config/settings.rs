@@ -40,6 +40,8 @@ pub struct FlowSettings {
     pub unreachable_after: Duration,
     /// Replication tasks (group members) per instance.
     pub replication_tasks: u32,
+    /// Whether the flow runs on one instance, without groups, holding a lease.
+    pub single_instance: bool,
     /// Whether a reload may give already-mirrored topics new target names.
     pub allow_policy_change: bool,
     /// Whether the first start seeds progress from MirrorMaker 2's offsets topic.
@@ -230,6 +232,12 @@ impl FlowSettings {
                     message: format!("must be between 1 and {MAX_SHARDS}"),
                 });
             }
+            if c.single_instance {
+                errors.push(SettingError {
+                    key: "single_instance",
+                    message: "is not supported with exactly_once = true (an exactly-once flow's shards are shared through a group on the target, and each shard's transactional id fences already)".into(),
+                });
+            }
             if c.take_over_from_mm2 {
                 errors.push(SettingError {
                     key: "take_over_from_mm2",
@@ -268,6 +276,7 @@ impl FlowSettings {
             replication_tasks: c.replication_tasks.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, |n| n.get().min(4) as u32)
             }),
+            single_instance: c.single_instance,
             allow_policy_change: c.allow_policy_change,
             take_over_from_mm2: c.take_over_from_mm2,
             sync_topic_acls: c.sync_topic_acls_enabled.then_some(AclSyncSettings {

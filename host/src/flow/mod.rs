@@ -16,6 +16,7 @@
 //!   without an owner and makes the group rebalance.
 //! - [`plugins`]: the flow's plugin roles behind async, batched calls, swappable while it
 //!   runs; [`reload`]: whether a running flow may take new roles.
+//! - [`single`]: a flow declared to run on one instance: no groups, a lease instead.
 //! - [`takeover`]: seeding the flow's progress from a MirrorMaker 2 it replaces.
 //! - [`telemetry`]: the flow's counters and status, rendered by `/status` and `/metrics`.
 //! - [`supervisor`]: wires one flow's tasks together and watches them (`tasks`).
@@ -33,6 +34,7 @@ pub mod ownership;
 pub mod plugins;
 pub mod reload;
 pub mod replication;
+pub mod single;
 pub mod supervisor;
 pub mod takeover;
 mod tasks;
@@ -71,6 +73,15 @@ pub enum FlowError {
         flow: String,
         /// What is wrong with it.
         source: crate::kafka::admin::MisshapenTopic,
+    },
+    /// A flow declared to run on one instance cannot (another instance took its lease, it
+    /// could not renew it, or the flow's groups have members).
+    #[error("flow {flow}: single_instance: {message}")]
+    SingleInstance {
+        /// The flow.
+        flow: String,
+        /// What happened.
+        message: String,
     },
     /// One of the flow's tasks panicked.
     #[error("flow {flow}: the {task} task failed: {message}")]

@@ -13,7 +13,7 @@ use super::tasks::Tasks;
 use super::telemetry::{Counter, FlowTelemetry};
 use super::{
     CHECKPOINTS_SINGLE, FlowError, Routes, SYNCS_SINGLE, discovery, exactly_once, ownership,
-    progress_group, replication, retry, takeover,
+    progress_group, replication, retry, single, takeover,
 };
 use crate::config::{ResolvedFlow, SyncsLocation};
 use crate::kafka::Cluster;
@@ -146,6 +146,74 @@ pub async fn run(
         let live = plugins.clone();
         shared = shared.with_roles(Arc::new(move || live.roles()));
     }
+    let single = fs.single_instance;
+    let lease_topic = single::lease_topic(dst);
+    let lease_id = single::lease_id(src, dst);
+    let lease_names = (name.as_str(), lease_topic.as_str(), lease_id.as_str());
+    let wait = if single {
+        // No groups, a lease: refused while instances without the setting run.
+        let groups = [progress_group(src, dst), leader_group(src, dst)];
+        let described = retry("describe the flow's groups", &telemetry, &stop, || {
+            let source = source.clone();
+            let groups = groups.clone();
+            async move {
+                let mut found = Vec::new();
+                for g in groups {
+                    found.push(source.group(&g).await?);
+                }
+                Ok(found)
+            }
+        });
+        let Some(described) = described.await else {
+            return Ok(());
+        };
+        if let Some(g) = described.into_iter().flatten().find(|g| g.members > 0) {
+            return Err(FlowError::SingleInstance {
+                flow: name.clone(),
+                message: format!(
+                    "the flow's group {} has {} member(s): instances without single_instance run; stop them first (or remove single_instance)",
+                    g.name, g.members
+                ),
+            });
+        }
+        let created = retry("create the lease topic", &telemetry, &stop, || {
+            source.ensure_internal_topic(&lease_topic, rf, Some(single::LEASE_SINGLE))
+        });
+        match created.await {
+            None => return Ok(()),
+            Some(shape) => shape.map_err(misshapen)?,
+        }
+        let lease =
+            single::Lease::take(&source, lease_names, fs.session_timeout, &telemetry, &stop);
+        let Some((lease, wait)) = lease.await? else {
+            return Ok(());
+        };
+        let (running_tx, running) = tokio::sync::mpsc::channel(1);
+        let abandon = CancellationToken::new();
+        shared = shared.single(fs.replication_tasks, abandon.clone(), running_tx);
+        let held = lease.hold(running, abandon, stop.clone(), telemetry.clone());
+        tasks.spawn_fallible("single-instance lease", &stop, held);
+        wait
+    } else {
+        // A single instance may have run before: it is fenced, and given its lease's time
+        // to stop, before this instance joins the groups.
+        fence_a_single_instance(&source, lease_names, fs.session_timeout, &telemetry, &stop)
+            .await?;
+        std::time::Duration::ZERO
+    };
+    if !wait.is_zero() {
+        tracing::info!(flow = %name, wait_ms = wait.as_millis() as u64, "the earlier single instance did not let go of the lease: waiting one lease before mirroring");
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+    if stop.is_cancelled() {
+        drop(shared);
+        let result = tasks.join(&name, &stop).await;
+        telemetry.update(|s| s.state = if result.is_ok() { "stopped" } else { "failed" });
+        return result;
+    }
     if let Some(eos) = fs.exactly_once {
         // Exactly-once: the shards of the flow, shared through a group on the target.
         let ctx = exactly_once::ExactlyOnceContext {
@@ -198,37 +266,44 @@ pub async fn run(
             tasks.spawn("replication", run);
         }
     }
-    // Elected duties: on the one instance that holds the control group's partition.
-    let (leader_tx, leader) = watch::channel(false);
-    let groups = (leader_group(src, dst), leader_topic(dst));
-    let created = retry("create the control topic", &telemetry, &stop, || {
-        source.ensure_internal_topic(&groups.1, rf, Some(leadership::CONTROL_SINGLE))
-    });
-    match created.await {
-        None => return Ok(()),
-        Some(shape) => shape.map_err(misshapen)?,
-    }
-    let ownership = ownership::OwnershipContext {
-        source: source.clone(),
-        control_topic: groups.1.clone(),
-        progress_group: progress_group(src, dst),
-        session_timeout: fs.session_timeout,
-        routes: routes.clone(),
-        leader: leader.clone(),
-        telemetry: telemetry.clone(),
-        rejoin: rejoin_tx,
+    drop(shared); // the tasks hold the rest: a single instance's lease waits for them
+    // Elected duties: on the one instance that holds the control group's partition — a
+    // single instance does them from its start (no election, no ownership reports).
+    let (leader_tx, leader) = watch::channel(single);
+    let _leader = if single {
+        Some(leader_tx)
+    } else {
+        let groups = (leader_group(src, dst), leader_topic(dst));
+        let created = retry("create the control topic", &telemetry, &stop, || {
+            source.ensure_internal_topic(&groups.1, rf, Some(leadership::CONTROL_SINGLE))
+        });
+        match created.await {
+            None => return Ok(()),
+            Some(shape) => shape.map_err(misshapen)?,
+        }
+        let ownership = ownership::OwnershipContext {
+            source: source.clone(),
+            control_topic: groups.1.clone(),
+            progress_group: progress_group(src, dst),
+            session_timeout: fs.session_timeout,
+            routes: routes.clone(),
+            leader: leader.clone(),
+            telemetry: telemetry.clone(),
+            rejoin: rejoin_tx,
+        };
+        tasks.spawn("ownership", ownership::run(ownership, stop.clone()));
+        let election = leadership::run(
+            source.clone(),
+            name.clone(),
+            groups,
+            fs.session_timeout,
+            leader_tx,
+            telemetry.clone(),
+            stop.clone(),
+        );
+        tasks.spawn("leader election", election);
+        None
     };
-    tasks.spawn("ownership", ownership::run(ownership, stop.clone()));
-    let election = leadership::run(
-        source.clone(),
-        name.clone(),
-        groups,
-        fs.session_timeout,
-        leader_tx,
-        telemetry.clone(),
-        stop.clone(),
-    );
-    tasks.spawn("leader election", election);
     let duties = DutiesContext {
         flow: flow.clone(),
         source: source.clone(),
@@ -264,4 +339,41 @@ pub async fn run(
     telemetry.update(|s| s.state = state);
     tracing::info!(flow = %name, records = telemetry.count(Counter::Records), "flow stopped");
     result
+}
+
+/// Before an instance without `single_instance` joins the flow's groups: if the flow's
+/// lease topic says a single instance holds the lease (or cannot tell), the lease is taken
+/// — fencing that instance — and let go once it has had its lease's time to stop.
+async fn fence_a_single_instance(
+    source: &Cluster,
+    names: (&str, &str, &str),
+    lease: std::time::Duration,
+    telemetry: &FlowTelemetry,
+    stop: &CancellationToken,
+) -> Result<(), FlowError> {
+    let listed = retry("list the source topics", telemetry, stop, || {
+        source.topics()
+    });
+    let Some(topics) = listed.await else {
+        return Ok(());
+    };
+    if !topics.contains_key(names.1) {
+        return Ok(()); // the flow never ran as a single instance
+    }
+    let Some(tail) = single::last_lease(source, names.1, telemetry, stop).await else {
+        return Ok(());
+    };
+    if single::wait_before_mirroring(&tail, lease).is_zero() {
+        return Ok(());
+    }
+    let Some((taken, wait)) = single::Lease::take(source, names, lease, telemetry, stop).await?
+    else {
+        return Ok(());
+    };
+    tracing::info!(flow = %names.0, wait_ms = wait.as_millis() as u64, "a single instance may still run: its lease is taken (it is fenced); joining the groups once it has had its lease's time to stop");
+    tokio::select! {
+        _ = stop.cancelled() => return Ok(()),
+        _ = tokio::time::sleep(wait) => {}
+    }
+    taken.release().await
 }

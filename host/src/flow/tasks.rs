@@ -1,4 +1,5 @@
-//! A flow's tasks as one set: each named, a panic observed and turned into the flow's error.
+//! A flow's tasks as one set: each named, a panic (or a fallible task's error) observed and
+//! turned into the flow's error.
 
 use super::FlowError;
 use std::future::Future;
@@ -10,6 +11,8 @@ use tokio_util::sync::CancellationToken;
 pub(crate) struct Tasks {
     set: JoinSet<()>,
     names: Vec<(tokio::task::Id, &'static str)>,
+    /// The first error a fallible task ended with.
+    failed: std::sync::Arc<std::sync::Mutex<Option<FlowError>>>,
 }
 
 impl Tasks {
@@ -22,7 +25,28 @@ impl Tasks {
         self.names.push((handle.id(), name));
     }
 
-    /// Waits for every task; the first that panics cancels `stop` and becomes the error.
+    /// Spawns a task that may end with the flow's error: it cancels `stop` (the other tasks
+    /// stop) and becomes the flow's error, unless one came first.
+    pub(crate) fn spawn_fallible(
+        &mut self,
+        name: &'static str,
+        stop: &CancellationToken,
+        task: impl Future<Output = Result<(), FlowError>> + Send + 'static,
+    ) {
+        let (failed, stop) = (self.failed.clone(), stop.clone());
+        self.spawn(name, async move {
+            if let Err(e) = task.await {
+                failed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(e);
+                stop.cancel();
+            }
+        });
+    }
+
+    /// Waits for every task; the first that panics (or a fallible task's error, which
+    /// comes first) cancels `stop` and becomes the error.
     pub(crate) async fn join(
         mut self,
         flow: &str,
@@ -48,7 +72,8 @@ impl Tasks {
                 message,
             });
         }
-        failure.map_or(Ok(()), Err)
+        let error = self.failed.lock().unwrap_or_else(|e| e.into_inner()).take();
+        error.or(failure).map_or(Ok(()), Err)
     }
 }
 
@@ -95,6 +120,29 @@ mod tests {
             other => panic!("expected a task failure, got {other:?}"),
         }
         assert!(stop.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn a_fallible_task_s_error_fails_the_flow_and_stops_the_others() {
+        let stop = CancellationToken::new();
+        let mut tasks = Tasks::default();
+        let sibling = stop.clone();
+        tasks.spawn("replication", async move { sibling.cancelled().await });
+        tasks.spawn_fallible("single-instance lease", &stop, async {
+            Err(FlowError::SingleInstance {
+                flow: "a->b".into(),
+                message: "lease lost".into(),
+            })
+        });
+        let result = tokio::time::timeout(Duration::from_secs(10), tasks.join("a->b", &stop))
+            .await
+            .expect("the sibling was stopped");
+        match result {
+            Err(e @ FlowError::SingleInstance { .. }) => {
+                assert_eq!(e.to_string(), "flow a->b: single_instance: lease lost")
+            }
+            other => panic!("expected the lease's error, got {other:?}"),
+        }
     }
 
     #[tokio::test]

@@ -332,7 +332,7 @@ fn exactly_once_settings_load_and_are_checked() {
     );
 
     let all = errors(&flow(
-        "exactly_once = true\ntransaction_interval = \"0s\"\ntransaction_max_records = 0\nexactly_once_shards = 0\ntake_over_from_mm2 = true",
+        "exactly_once = true\ntransaction_interval = \"0s\"\ntransaction_max_records = 0\nexactly_once_shards = 0\ntake_over_from_mm2 = true\nsingle_instance = true",
     ))
     .join("\n");
     for key in [
@@ -340,6 +340,7 @@ fn exactly_once_settings_load_and_are_checked() {
         "transaction_max_records: must be at least 1",
         "exactly_once_shards: must be between 1 and 256",
         "take_over_from_mm2: is not supported with exactly_once = true",
+        "single_instance: is not supported with exactly_once = true",
     ] {
         assert!(all.contains(key), "{key} missing from:\n{all}");
     }

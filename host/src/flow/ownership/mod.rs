@@ -60,7 +60,7 @@ pub struct OwnershipContext {
 }
 
 /// This process's instance name: host, pid and a random part.
-fn instance() -> (String, String) {
+pub(crate) fn instance() -> (String, String) {
     let host = std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())

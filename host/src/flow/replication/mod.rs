@@ -5,7 +5,10 @@
 //!
 //! Partitions are shared through Kafka's consumer-group protocol: every instance of a flow
 //! joins the flow's progress group (`kmirror.<source>.<target>`) on the source, subscribed to
-//! the routed topics, with cooperative rebalancing; one instance is the N = 1 case. The
+//! the routed topics, with cooperative rebalancing; one instance is the N = 1 case — unless
+//! the flow is declared to run on one instance (`single_instance`, [`super::single`]): then
+//! each task takes its share of the routed partitions by `assign()`, with the same
+//! callbacks a rebalance would run, and commits without a group generation. The
 //! group's committed offsets are the progress: committed only up to acked records, through
 //! the member (so a member that lost its partitions cannot commit them), and every Kafka
 //! tool shows the mirror's lag. A revoked partition's records in flight are awaited and its
@@ -62,6 +65,15 @@ pub struct TaskShared {
     /// The flow's roles in force, for its record-transform chain (none: records pass
     /// untouched).
     pub roles: Option<ChainSource>,
+    /// A single-instance flow's: how many tasks the instance splits the routed partitions
+    /// over (each takes its share by `assign()`, no group); `None`: they share them through
+    /// the progress group.
+    pub split: Option<u32>,
+    /// Cancelled when the single-instance lease is lost: the tasks stop at once, without a
+    /// drain.
+    pub abandon: CancellationToken,
+    /// Held while a task runs (the lease is let go once every task ended).
+    pub running: Option<tokio::sync::mpsc::Sender<()>>,
 }
 
 impl std::fmt::Debug for TaskShared {
@@ -70,6 +82,7 @@ impl std::fmt::Debug for TaskShared {
             .field("orphans", &self.orphans)
             .field("leave", &self.leave)
             .field("transforms", &self.roles.is_some())
+            .field("split", &self.split)
             .finish()
     }
 }
@@ -83,7 +96,25 @@ impl TaskShared {
             leave: Arc::new(leave::LeaveOrder::new(stop_bound)),
             rejoin,
             roles: None,
+            split: None,
+            abandon: CancellationToken::new(),
+            running: None,
         }
+    }
+
+    /// The same for a single-instance flow's `tasks` tasks: each takes its share of the
+    /// routed partitions itself, stops at once when `abandon` is cancelled, and holds
+    /// `running` while it runs.
+    pub fn single(
+        mut self,
+        tasks: u32,
+        abandon: CancellationToken,
+        running: tokio::sync::mpsc::Sender<()>,
+    ) -> Self {
+        self.split = Some(tasks);
+        self.abandon = abandon;
+        self.running = Some(running);
+        self
     }
 
     /// The same, applying the record-transform chain of the roles `roles` gives.
@@ -222,6 +253,8 @@ pub async fn run(
         leave: shared.leave,
         rejoin: shared.rejoin,
         roles: shared.roles,
+        split: shared.split,
+        abandon: shared.abandon,
     };
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let name = format!("kmirror-replicate-{}", ctx.settings.flow);

@@ -13,7 +13,7 @@ use super::ReplicatorSettings;
 use super::book::Orphans;
 use super::chain::{self, Fate};
 use super::contexts::{Deliveries, Membership};
-use super::core::{Core, Forwarded, Member, Shared};
+use super::core::{Core, Forwarded, Member, Shared, tpl_of};
 use super::leave::LeaveOrder;
 use crate::config::{OnUnproducible, StartOffset};
 use crate::flow::Routes;
@@ -26,7 +26,7 @@ use crate::policy::{ChainLink, RecordIn};
 use rdkafka::TopicPartitionList;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -78,6 +78,11 @@ pub struct WorkerContext {
     pub rejoin: watch::Receiver<u64>,
     /// The flow's roles in force, for the record-transform chain.
     pub roles: Option<super::ChainSource>,
+    /// A single-instance flow's task count: the task takes its share of the routed
+    /// partitions itself (`None`: through the group).
+    pub split: Option<u32>,
+    /// Cancelled when the single-instance lease is lost: stop at once.
+    pub abandon: CancellationToken,
 }
 
 /// Commits progress through the group member on its own thread, one commit at a time, so
@@ -253,11 +258,13 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     let consumer = Arc::new(member(&ctx, core.clone())?);
     let committer = Committer::start(consumer.clone(), &ctx.settings.flow);
     let flush = s.flush_interval;
-    let drain_timeout = s.drain_timeout;
-    let mut subscribed: Vec<String> = Vec::new();
+    let mut drain_timeout = s.drain_timeout;
+    // What the group is asked for (the routed topics), or what a single instance's task
+    // took itself.
+    let mut following = Following::default();
     let initial = ctx.routes.borrow_and_update().clone();
     ctx.rejoin.borrow_and_update();
-    resubscribe(&consumer, &core, initial, &mut subscribed, &ctx)?;
+    follow(&consumer, &core, initial, &mut following, &ctx)?;
 
     // Records fetched and not yet forwarded, with what the transform chain made of them;
     // while they wait for room the consumer is not polled.
@@ -270,7 +277,17 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     let mut stopping: Option<Instant> = None;
     let mut rejoin = false;
     loop {
+        if ctx.abandon.is_cancelled() {
+            // The single-instance lease is lost: another instance may mirror a third of a
+            // lease from now. Nothing more is sent; what is acked within a sixth of a lease
+            // has its progress stored, the rest is purged with the producer.
+            drain_timeout = drain_timeout.min(ctx.settings.session_timeout / 6);
+            break;
+        }
         if ctx.shutdown.is_cancelled() {
+            if ctx.split.is_some() {
+                break; // not in a group: no turn to wait for
+            }
             // Keep mirroring until this task's turn to leave (see `LeaveOrder`).
             let since = *stopping.get_or_insert_with(Instant::now);
             let generation = group_generation(&consumer);
@@ -289,14 +306,20 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
         if rejoin && pending.is_empty() {
             // Leave (the revocation drains and commits) and join again: a new assignment.
             rejoin = false;
-            consumer.unsubscribe();
-            subscribed.clear();
-            let routes = ctx.routes.borrow().clone();
-            resubscribe(&consumer, &core, routes, &mut subscribed, &ctx)?;
+            if ctx.split.is_none() {
+                consumer.unsubscribe();
+                following.subscribed.clear();
+                let routes = ctx.routes.borrow().clone();
+                follow(&consumer, &core, routes, &mut following, &ctx)?;
+            }
         }
-        if ctx.routes.has_changed().unwrap_or(false) {
+        // A single instance's task takes and lets go of partitions here, as a rebalance
+        // would: never with fetched records waiting (they could belong to a partition let
+        // go and taken again).
+        let between_batches = ctx.split.is_none() || pending.is_empty();
+        if between_batches && ctx.routes.has_changed().unwrap_or(false) {
             let routes = ctx.routes.borrow_and_update().clone();
-            resubscribe(&consumer, &core, routes, &mut subscribed, &ctx)?;
+            follow(&consumer, &core, routes, &mut following, &ctx)?;
         }
         // While records wait for room, the consumer is not polled (it would hand out the
         // next ones): only delivery reports are served, for at most HOLD_BEFORE_PAUSE.
@@ -389,12 +412,18 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     stop(&consumer, &core, &committer, drain_timeout);
     ctx.telemetry.loop_ended(ctx.loop_name());
     let member = ctx.settings.member;
+
     ctx.telemetry.update(|s| s.publish_member(member, None));
     // Leave the group now (the consumer closes when its last handle goes), then let the
     // next task take its turn.
     let generation = group_generation(&consumer);
     committer.finish();
     drop(consumer);
+    // The producer goes with the last handle of the core: what it still holds is purged,
+    // never sent (a lost single-instance lease relies on it).
+    drop(core);
+    let abandoned = ctx.abandon.is_cancelled();
+    tracing::info!(flow = %ctx.settings.flow, member, abandoned, "replication task stopped");
     ctx.leave.left(member, generation, Instant::now());
     Ok(())
 }
@@ -471,6 +500,67 @@ pub(crate) fn transformed(
     let names: Vec<&str> = chain.iter().map(|l| l.name.as_str()).collect();
     telemetry.transformed(&names, &tallies);
     fates
+}
+
+/// What a task follows of the routes.
+#[derive(Default)]
+struct Following {
+    /// The topics the group member is subscribed to.
+    subscribed: Vec<String>,
+    /// The partitions a single instance's task took itself.
+    taken: BTreeSet<(String, i32)>,
+}
+
+/// Follows new routes: through the group, or (a single instance's task) by taking its share.
+fn follow(
+    consumer: &Member,
+    core: &Shared,
+    routes: Routes,
+    following: &mut Following,
+    ctx: &WorkerContext,
+) -> Result<(), ReplicateError> {
+    match ctx.split {
+        Some(tasks) => take_share(consumer, core, routes, &mut following.taken, ctx, tasks),
+        None => resubscribe(consumer, core, routes, &mut following.subscribed, ctx),
+    }
+}
+
+/// A single instance's task takes its share of the routed partitions and lets go of those
+/// no longer in it, through the callbacks a group's rebalance runs: a partition let go has
+/// its records in flight awaited and its progress committed first; a partition taken
+/// starts from its stored progress.
+fn take_share(
+    consumer: &Member,
+    core: &Shared,
+    routes: Routes,
+    taken: &mut BTreeSet<(String, i32)>,
+    ctx: &WorkerContext,
+    tasks: u32,
+) -> Result<(), ReplicateError> {
+    let share = crate::flow::single::share(&routes, ctx.settings.member, tasks);
+    core.lock().set_routes(consumer, routes);
+    let failed =
+        |operation: &'static str, e: rdkafka::error::KafkaError| ReplicateError::Consumer {
+            flow: ctx.settings.flow.clone(),
+            operation,
+            message: e.to_string(),
+        };
+    let gone = tpl_of(taken.difference(&share).map(|(t, p)| (t.as_str(), *p)));
+    if gone.count() > 0 {
+        core.lock().revoke(consumer, &gone);
+        consumer
+            .incremental_unassign(&gone)
+            .map_err(|e| failed("let go of partitions no longer routed", e))?;
+    }
+    let new = tpl_of(share.difference(taken).map(|(t, p)| (t.as_str(), *p)));
+    if new.count() > 0 {
+        consumer
+            .incremental_assign(&new)
+            .map_err(|e| failed("take the routed partitions", e))?;
+        core.lock().assign(consumer, &new);
+    }
+    *taken = share;
+    Ok(())
 }
 
 /// Follows new routes: owned partitions take their new targets, and the subscription the

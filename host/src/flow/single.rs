@@ -1,0 +1,541 @@
+//! A flow declared to run on one instance (`single_instance = true`): nothing to coordinate,
+//! so nothing to wait for. Its replication tasks take the routed partitions themselves
+//! (`assign()`, split over the tasks by [`share`]) instead of joining the progress group, and
+//! the instance does the elected duties from its start — no group join, which a broker
+//! holds for seconds (Tansu for half the session timeout, Kafka for
+//! `group.initial.rebalance.delay.ms` on a new group).
+//!
+//! Two instances must still never both mirror a partition, so the instance holds a
+//! **lease** instead of a group membership: a transactional id of the flow on the source
+//! (`kmirror.<source>.<target>.single`), renewed by a small transaction on the lease topic
+//! (`kmirror-lease.<target>.internal`) every fifth of the lease (the session timeout).
+//!
+//! - **Taking it:** `init_transactions` with the id fences any earlier holder — its next
+//!   renewal fails. Then the last lease record says whether the earlier holder let go
+//!   (`released`, written after its tasks stopped) or may still be mirroring (`held`, or
+//!   nothing readable): then the new holder waits one lease before it mirrors, renewing
+//!   meanwhile.
+//! - **Keeping it:** a holder counts itself the holder only until two thirds of a lease after
+//!   the start of its last renewal that succeeded. A renewal refused (fenced) or none
+//!   succeeding by then loses the lease: the replication tasks stop at once without a drain
+//!   (their unsent records are purged; progress of what was acknowledged is stored) and the
+//!   flow fails, naming the lease. The next holder starts one lease after fencing, so a
+//!   third of a lease after the last holder stopped at the latest.
+//! - **Letting go:** at a graceful stop, once the replication tasks stopped, a `released`
+//!   record: the next start mirrors at once.
+//!
+//! What the lease cannot stop: a record already on its way to the target when the lease is
+//! lost still lands (a duplicate, never a loss). Instances without `single_instance` do not
+//! take the lease; an instance with it refuses to start while the flow's groups have
+//! members, and on Kafka its progress commits (generation-less) are refused once a member
+//! joins the progress group.
+
+use super::telemetry::FlowTelemetry;
+use super::{FlowError, Routes};
+use crate::kafka::{Cluster, KafkaError, REQUEST_TIMEOUT};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Why the lease topic must have one partition.
+pub const LEASE_SINGLE: &str =
+    "its last record says whether the flow's single instance let go of its lease";
+
+/// The lease topic of a flow (on the source; `.internal`, so never mirrored).
+pub fn lease_topic(target: &str) -> String {
+    format!("kmirror-lease.{target}.internal")
+}
+
+/// The transactional id whose holder is the flow's single instance.
+pub fn lease_id(source: &str, target: &str) -> String {
+    format!("{}.single", super::progress_group(source, target))
+}
+
+/// The key of every lease record.
+const KEY: &[u8] = b"lease";
+/// Records read back from the end of the lease topic at a take (each renewal is a record
+/// and a transaction marker).
+const TAIL: i64 = 8;
+
+/// Whether the instance named in a lease record holds the lease or let go of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// It holds it (and may be mirroring).
+    Held,
+    /// Its tasks stopped and it let go.
+    Released,
+}
+
+/// One lease record (JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    /// The instance (host, pid and a random part).
+    pub instance: String,
+    /// Held or released.
+    pub state: State,
+    /// When, by the writer's clock (for people; never compared).
+    pub at_ms: i64,
+}
+
+/// What the end of the lease topic said at a take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tail {
+    /// The topic is empty: the flow never had a single instance.
+    Empty,
+    /// The last lease record.
+    Last(LeaseRecord),
+    /// Records without a readable lease record among the last ones.
+    Unreadable,
+}
+
+/// How long a new holder waits before it mirrors, after what the lease topic said: a
+/// whole lease unless the earlier holder let go (or there was none).
+pub fn wait_before_mirroring(tail: &Tail, lease: Duration) -> Duration {
+    match tail {
+        Tail::Empty => Duration::ZERO,
+        Tail::Last(r) if r.state == State::Released => Duration::ZERO,
+        Tail::Last(_) | Tail::Unreadable => lease,
+    }
+}
+
+/// A holder's term: it holds the lease until two thirds of a lease after the start of its
+/// last renewal that succeeded (a new holder waits a whole lease after fencing it).
+#[derive(Debug, Clone, Copy)]
+pub struct Term {
+    lease: Duration,
+    renewed: Instant,
+}
+
+impl Term {
+    /// A term of `lease` whose first renewal started at `at`.
+    pub fn new(lease: Duration, at: Instant) -> Self {
+        Term { lease, renewed: at }
+    }
+
+    /// A renewal that started at `at` succeeded.
+    pub fn renewed(&mut self, at: Instant) {
+        self.renewed = self.renewed.max(at);
+    }
+
+    /// When the holder stops counting itself the holder.
+    pub fn ends(&self) -> Instant {
+        self.renewed + self.lease * 2 / 3
+    }
+
+    /// How often it renews: five times a lease, so two renewals may fail in a row.
+    pub fn every(&self) -> Duration {
+        self.lease / 5
+    }
+}
+
+/// The partitions task `member` of an instance's `tasks` mirrors: each routed partition
+/// goes to one task, spread by topic and partition (stable while the routes grow: a new
+/// topic moves no other partition).
+pub fn share(routes: &Routes, member: u32, tasks: u32) -> BTreeSet<(String, i32)> {
+    let tasks = u64::from(tasks.max(1));
+    let mut mine = BTreeSet::new();
+    for (topic, route) in routes {
+        let mut h = std::hash::DefaultHasher::new();
+        topic.hash(&mut h);
+        let base = h.finish() % tasks;
+        for p in 0..route.partitions.max(0) {
+            if (base + p as u64) % tasks == u64::from(member) {
+                mine.insert((topic.clone(), p));
+            }
+        }
+    }
+    mine
+}
+
+/// Why a lease write failed.
+enum WriteError {
+    /// Another instance took the lease.
+    Fenced(String),
+    /// Anything else: the next renewal tries again.
+    Failed(String),
+}
+
+/// The flow's lease, taken.
+pub struct Lease {
+    producer: FutureProducer,
+    topic: String,
+    instance: String,
+    lease: Duration,
+    flow: String,
+    /// When the first renewal (the take's write) started.
+    taken: Instant,
+}
+
+impl Lease {
+    /// Takes the lease of `flow` on `source` (`topic`, transactional `id`) for `lease`:
+    /// fences any earlier holder, reads what it left, records this instance as the
+    /// holder. Returns the lease and how long to wait before mirroring; `None` at
+    /// `shutdown`. Failures are retried (counted and logged in `telemetry`).
+    pub async fn take(
+        source: &Cluster,
+        (flow, topic, id): (&str, &str, &str),
+        lease: Duration,
+        telemetry: &FlowTelemetry,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<(Lease, Duration)>, FlowError> {
+        let call = (lease / 3).max(Duration::from_secs(1));
+        let timeout_ms = (lease.as_millis() * 3).max(10_000).to_string();
+        let (instance, _) = super::ownership::instance();
+        let fenced = super::retry(
+            "take the single-instance lease",
+            telemetry,
+            shutdown,
+            || {
+                let source = source.clone();
+                let settings = [
+                    ("transactional.id", id.to_string()),
+                    ("transaction.timeout.ms", timeout_ms.clone()),
+                    ("linger.ms", "0".to_string()),
+                ];
+                async move {
+                    tokio::task::spawn_blocking(move || {
+                        let settings: Vec<(&str, &str)> =
+                            settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                        let producer = source.producer(&settings)?;
+                        // Fences the earlier holder: its open renewal is aborted, its next refused.
+                        producer
+                            .init_transactions(call)
+                            .map_err(|e| source.error("init the lease's transactions", e))?;
+                        Ok(producer)
+                    })
+                    .await
+                    .map_err(|e| KafkaError {
+                        cluster: String::new(),
+                        operation: "take the single-instance lease".into(),
+                        message: e.to_string(),
+                    })?
+                }
+            },
+        );
+        let Some(producer) = fenced.await else {
+            return Ok(None);
+        };
+        let Some(tail) = last_lease(source, topic, telemetry, shutdown).await else {
+            return Ok(None);
+        };
+        let mut this = Lease {
+            producer,
+            topic: topic.to_string(),
+            instance,
+            lease,
+            flow: flow.to_string(),
+            taken: Instant::now(),
+        };
+        loop {
+            this.taken = Instant::now();
+            match this.write(State::Held).await {
+                Ok(()) => break,
+                // Another instance fenced this one while it was taking the lease.
+                Err(WriteError::Fenced(why)) => {
+                    return Err(FlowError::SingleInstance {
+                        flow: this.flow,
+                        message: format!(
+                            "another instance took the lease while this one was taking it (is a second instance running with single_instance = true?): {why}"
+                        ),
+                    });
+                }
+                Err(WriteError::Failed(why)) => {
+                    telemetry.note_error("take the single-instance lease", "kafka", &why);
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(None),
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+        }
+        let wait = wait_before_mirroring(&tail, lease);
+        let previous = match &tail {
+            Tail::Empty => "none".to_string(),
+            Tail::Last(r) => format!("{} ({:?})", r.instance, r.state),
+            Tail::Unreadable => "unreadable".to_string(),
+        };
+        tracing::info!(flow = %this.flow, instance = %this.instance, previous = %previous, wait_ms = wait.as_millis() as u64, "single-instance lease taken: any earlier holder is fenced");
+        Ok(Some((this, wait)))
+    }
+
+    /// Writes one lease record in a transaction of its own.
+    async fn write(&self, state: State) -> Result<(), WriteError> {
+        let record = LeaseRecord {
+            instance: self.instance.clone(),
+            state,
+            at_ms: super::telemetry::status::now_ms(),
+        };
+        let value = serde_json::to_vec(&record).unwrap_or_default();
+        let producer = self.producer.clone();
+        let topic = self.topic.clone();
+        let call = (self.lease / 3).max(Duration::from_secs(1));
+        let written = tokio::task::spawn_blocking(move || {
+            let classify = |e: &RdKafkaError| match e {
+                RdKafkaError::Transaction(r) if r.is_fatal() => WriteError::Fenced(e.to_string()),
+                _ if e.rdkafka_error_code() == Some(RDKafkaErrorCode::ProducerFenced) => {
+                    WriteError::Fenced(e.to_string())
+                }
+                _ => WriteError::Failed(e.to_string()),
+            };
+            producer.begin_transaction().map_err(|e| classify(&e))?;
+            let queued = producer.send_result(
+                FutureRecord::<[u8], [u8]>::to(&topic)
+                    .partition(0)
+                    .key(KEY)
+                    .payload(&value),
+            );
+            let committed = match queued {
+                Ok(_delivery) => producer.commit_transaction(call),
+                Err((e, _)) => Err(e),
+            };
+            committed.map_err(|e| {
+                let why = classify(&e);
+                if matches!(why, WriteError::Failed(_)) {
+                    // Ends the transaction, so the next renewal can begin one.
+                    let _ = producer.abort_transaction(call);
+                }
+                why
+            })
+        });
+        match written.await {
+            Ok(result) => result,
+            Err(e) => Err(WriteError::Failed(e.to_string())),
+        }
+    }
+
+    /// Keeps the lease until `stop` and then until `tasks` closes (every replication task
+    /// ended), then lets go. Losing it cancels `lost` (the replication tasks stop at once)
+    /// and fails the flow.
+    pub async fn hold(
+        self,
+        mut tasks: mpsc::Receiver<()>,
+        lost: CancellationToken,
+        stop: CancellationToken,
+        telemetry: Arc<FlowTelemetry>,
+    ) -> Result<(), FlowError> {
+        let mut term = Term::new(self.lease, self.taken);
+        let mut last_error: Option<String> = None;
+        let lose = |why: String| {
+            lost.cancel();
+            tracing::error!(flow = %self.flow, instance = %self.instance, error = %why, "single-instance lease lost: replication stops");
+            Err(FlowError::SingleInstance {
+                flow: self.flow.clone(),
+                message: format!("lease lost: {why}"),
+            })
+        };
+        loop {
+            let next = (Instant::now() + term.every()).min(term.ends());
+            tokio::select! {
+                _ = tokio::time::sleep_until(next.into()) => {}
+                closed = tasks.recv(), if stop.is_cancelled() => if closed.is_none() { break },
+                _ = stop.cancelled(), if !stop.is_cancelled() => continue,
+            }
+            if Instant::now() >= term.ends() {
+                let why = last_error.take().unwrap_or_else(|| "no answer".into());
+                return lose(format!(
+                    "not renewed for {:?} (two thirds of the lease): {why}",
+                    self.lease * 2 / 3
+                ));
+            }
+            let started = Instant::now();
+            let written = tokio::select! {
+                w = self.write(State::Held) => w,
+                _ = tokio::time::sleep_until(term.ends().into()) => Err(WriteError::Failed("the renewal did not end in time".into())),
+            };
+            match written {
+                Ok(()) => {
+                    term.renewed(started);
+                    last_error = None;
+                }
+                Err(WriteError::Fenced(why)) => {
+                    return lose(format!(
+                        "another instance took the lease (is a second instance running with single_instance = true?): {why}"
+                    ));
+                }
+                Err(WriteError::Failed(why)) => {
+                    telemetry.note_error("renew the single-instance lease", "kafka", &why);
+                    last_error = Some(why);
+                }
+            }
+        }
+        self.release().await
+    }
+
+    /// Lets go of the lease (a `released` record): the next holder mirrors at once.
+    pub async fn release(self) -> Result<(), FlowError> {
+        match self.write(State::Released).await {
+            Ok(()) => {
+                tracing::info!(flow = %self.flow, instance = %self.instance, "single-instance lease released: the next holder mirrors at once");
+                Ok(())
+            }
+            Err(WriteError::Fenced(why)) => Err(FlowError::SingleInstance {
+                flow: self.flow,
+                message: format!("another instance took the lease: {why}"),
+            }),
+            Err(WriteError::Failed(why)) => {
+                tracing::warn!(flow = %self.flow, error = %why, "single-instance lease not released: the next holder waits one lease before mirroring");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What the end of the flow's lease `topic` says (retried until `stop`: `None`).
+pub async fn last_lease(
+    source: &Cluster,
+    topic: &str,
+    telemetry: &FlowTelemetry,
+    stop: &CancellationToken,
+) -> Option<Tail> {
+    super::retry("read the lease topic", telemetry, stop, || {
+        read_tail(source.clone(), topic.to_string())
+    })
+    .await
+}
+
+/// The last lease record of `topic` (read committed, from its last [`TAIL`] records).
+async fn read_tail(source: Cluster, topic: String) -> Result<Tail, KafkaError> {
+    let op = format!("read the end of {topic}");
+    let joined = tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = source
+            .config_with(&[
+                ("group.id", "kmirror-lease-reader"),
+                ("enable.auto.commit", "false"),
+                ("enable.partition.eof", "true"),
+                ("isolation.level", "read_committed"),
+            ])
+            .create()
+            .map_err(|e| source.error(&op, e))?;
+        let (low, high) = consumer
+            .fetch_watermarks(&topic, 0, REQUEST_TIMEOUT)
+            .map_err(|e| source.error(&op, e))?;
+        if high <= low {
+            return Ok(Tail::Empty);
+        }
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&topic, 0, Offset::OffsetTail(TAIL))
+            .map_err(|e| source.error(&op, e))?;
+        consumer.assign(&tpl).map_err(|e| source.error(&op, e))?;
+        let deadline = Instant::now() + REQUEST_TIMEOUT;
+        let mut last = None;
+        while Instant::now() < deadline {
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(msg)) if msg.key() == Some(KEY) => {
+                    last = Some(msg.payload().and_then(|v| serde_json::from_slice(v).ok()));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(RdKafkaError::PartitionEOF(_))) => {
+                    return Ok(match last {
+                        Some(Some(record)) => Tail::Last(record),
+                        _ => Tail::Unreadable,
+                    });
+                }
+                Some(Err(e)) => return Err(source.error(&op, e)),
+                None => {}
+            }
+        }
+        Err(source.error(&op, "no end reached within the request timeout"))
+    });
+    joined.await.map_err(|e| KafkaError {
+        cluster: String::new(),
+        operation: "read the lease topic".into(),
+        message: e.to_string(),
+    })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::Route;
+
+    fn record(state: State) -> LeaseRecord {
+        LeaseRecord {
+            instance: "host-1-abc".into(),
+            state,
+            at_ms: 1,
+        }
+    }
+
+    #[test]
+    fn a_new_holder_waits_a_lease_unless_the_last_one_let_go() {
+        let lease = Duration::from_secs(10);
+        assert_eq!(wait_before_mirroring(&Tail::Empty, lease), Duration::ZERO);
+        assert_eq!(
+            wait_before_mirroring(&Tail::Last(record(State::Released)), lease),
+            Duration::ZERO
+        );
+        assert_eq!(
+            wait_before_mirroring(&Tail::Last(record(State::Held)), lease),
+            lease
+        );
+        assert_eq!(wait_before_mirroring(&Tail::Unreadable, lease), lease);
+    }
+
+    #[test]
+    fn a_holder_stops_counting_itself_the_holder_a_third_of_a_lease_before_a_successor_starts() {
+        let lease = Duration::from_secs(9);
+        let t0 = Instant::now();
+        let mut term = Term::new(lease, t0);
+        assert_eq!(term.every(), Duration::from_millis(1800));
+        assert_eq!(term.ends(), t0 + Duration::from_secs(6));
+        term.renewed(t0 + Duration::from_secs(2));
+        assert_eq!(term.ends(), t0 + Duration::from_secs(8));
+        // A late answer to an older renewal never moves the end back.
+        term.renewed(t0 + Duration::from_secs(1));
+        assert_eq!(term.ends(), t0 + Duration::from_secs(8));
+        // A successor fences at the earliest after the last successful renewal started,
+        // and waits a whole lease: the holder has stopped a third of a lease before.
+        let successor_mirrors = t0 + Duration::from_secs(2) + lease;
+        assert!(term.ends() + lease / 3 <= successor_mirrors);
+    }
+
+    #[test]
+    fn every_routed_partition_goes_to_exactly_one_task_and_a_new_topic_moves_none() {
+        let mut routes = Routes::new();
+        for (i, n) in [12, 1, 3, 7].into_iter().enumerate() {
+            routes.insert(format!("topic-{i}"), Route::new(format!("b.topic-{i}"), n));
+        }
+        let tasks = 3;
+        let shares: Vec<_> = (0..tasks).map(|m| share(&routes, m, tasks)).collect();
+        let all: BTreeSet<_> = shares.iter().flatten().cloned().collect();
+        assert_eq!(all.len(), 23);
+        assert_eq!(
+            shares.iter().map(BTreeSet::len).sum::<usize>(),
+            23,
+            "disjoint"
+        );
+        // Consecutive partitions of a topic spread over the tasks.
+        assert!(
+            shares
+                .iter()
+                .all(|s| s.iter().filter(|(t, _)| t == "topic-0").count() == 4)
+        );
+        routes.insert("topic-9".into(), Route::new("b.topic-9", 5));
+        for (m, before) in shares.iter().enumerate() {
+            let after = share(&routes, m as u32, tasks);
+            assert!(before.is_subset(&after), "task {m} kept its partitions");
+        }
+        assert_eq!(share(&routes, 0, 1).len(), 28, "one task takes all");
+    }
+
+    #[test]
+    fn lease_records_are_json_with_a_named_state() {
+        let json = serde_json::to_string(&record(State::Released)).unwrap();
+        assert_eq!(
+            json,
+            r#"{"instance":"host-1-abc","state":"released","at_ms":1}"#
+        );
+        let back: LeaseRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.state, State::Released);
+    }
+}
