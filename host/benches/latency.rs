@@ -7,6 +7,8 @@
 //!   a group subscribed to more than 10,000 topics) -> its first record on the target;
 //! - **restart**: one of three instances mirroring a 12-partition topic under load is
 //!   stopped gracefully and started again -> its first record mirrored again;
+//! - **single instance**: the first three again with `single_instance = true` (no group
+//!   to join; the restart is of the one instance);
 //! - **start with a Python policy**: process start -> ready (`/ready`: both clusters
 //!   reached, the first discovery pass done, so every plugin loaded) with the Python
 //!   `prefix-policy` as the replication policy, compiled at start (an empty compile cache)
@@ -14,7 +16,7 @@
 //!
 //! Records are watched with a client that is not kmirror's.
 //! `scripts/bench.sh latency` (`REPS=n`, `LATENCY_TOPICS=100,10000`;
-//! `LATENCY_PARTS=start,new,restart,python` runs only those; `LATENCY_LOGS=dir` keeps the
+//! `LATENCY_PARTS=start,new,restart,single,python` runs only those; `LATENCY_LOGS=dir` keeps the
 //! restarted instances' logs; `LATENCY_FLOW` adds
 //! lines to the flow, e.g. `LATENCY_FLOW='session_timeout = "6s"'`: this broker holds a
 //! JoinGroup until half the session timeout has passed).
@@ -64,8 +66,11 @@ fn flow(extra: &str) -> String {
     )
 }
 
-/// Process start -> first record on the target.
-fn start(rep: usize) -> f64 {
+/// The flow line of a single-instance flow (`single_instance`: no group to join).
+const SINGLE: &str = "single_instance = true";
+
+/// Process start -> first record on the target (the flow with `extra` lines).
+fn start(rep: usize, extra: &str) -> f64 {
     let (primary, backup) = (Broker::start(), Broker::start());
     let src = Client::new(&primary.addr);
     src.create_topic("preloaded", 4);
@@ -88,7 +93,7 @@ fn start(rep: usize) -> f64 {
         &backup.addr,
         dir.path(),
         None,
-        &flow(""),
+        &flow(extra),
     );
     let started = Instant::now();
     let k = Kmirror::start(&cfg, &dir.path().join(format!("start-{rep}.log")));
@@ -103,8 +108,9 @@ fn start(rep: usize) -> f64 {
     (at - started).as_secs_f64()
 }
 
-/// A new topic -> its first record on the target, with `existing` topics mirrored.
-fn new_topic(existing: usize, reps: usize) -> Vec<f64> {
+/// A new topic -> its first record on the target, with `existing` topics mirrored (the
+/// flow with `extra` lines).
+fn new_topic(existing: usize, reps: usize, extra: &str) -> Vec<f64> {
     let (primary, backup) = (Broker::start(), Broker::start());
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     let created = Instant::now();
@@ -124,7 +130,7 @@ fn new_topic(existing: usize, reps: usize) -> Vec<f64> {
         &backup.addr,
         dir.path(),
         Some(&status),
-        &flow(""),
+        &flow(extra),
     );
     let mut k = Kmirror::start(&cfg, &dir.path().join("new-topic.log"));
     // Steady: every existing topic routed and its partition assigned.
@@ -266,6 +272,54 @@ fn restart(reps: usize) -> Vec<f64> {
     out
 }
 
+/// A single-instance flow's instance stopped gracefully and started again -> its first
+/// record mirrored again (a 12-partition topic under load).
+fn restart_single(reps: usize) -> Vec<f64> {
+    let (primary, backup) = (Broker::start(), Broker::start());
+    Client::new(&primary.addr).create_topic("load", 12);
+    let mut feeder = Feeder::start(&primary.addr, "load", 12, 2000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let cfg = config_file(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        dir.path(),
+        Some(&status),
+        &flow(SINGLE),
+    );
+    let records = || -> u64 {
+        http_get(&status, "/status")
+            .and_then(|(_, s)| s["flows"][0]["records"].as_u64())
+            .unwrap_or(0)
+    };
+    let flowing = |k: &Kmirror, started: Instant| {
+        let deadline = started + Duration::from_secs(180);
+        while records() == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "never flowed; log:\n{}",
+                k.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        started.elapsed().as_secs_f64()
+    };
+    let log = |rep: usize| dir.path().join(format!("single-{rep}.log"));
+    let mut k = Kmirror::start(&cfg, &log(0));
+    flowing(&k, Instant::now());
+    let out = (0..reps)
+        .map(|rep| {
+            k.stop();
+            let started = Instant::now();
+            k = Kmirror::start(&cfg, &log(rep + 1));
+            flowing(&k, started)
+        })
+        .collect();
+    feeder.stop();
+    out
+}
+
 /// Process start -> `/ready` with the Python policy `policy` (in its own directory), its
 /// compile cache empty or filled beforehand by `kmirror plugin compile`.
 fn python_start(policy: &Path, precompiled: bool, rep: usize) -> f64 {
@@ -351,25 +405,42 @@ fn main() {
             println!("latency benchmark (Tansu, default settings, refresh_topics_interval 5 s):")
         }
     }
-    // `LATENCY_PARTS=start,new,restart,python`: only those (default all).
-    let parts = std::env::var("LATENCY_PARTS").unwrap_or("start,new,restart,python".into());
+    // `LATENCY_PARTS=start,new,restart,single,python`: only those (default all).
+    let parts = std::env::var("LATENCY_PARTS").unwrap_or("start,new,restart,single,python".into());
     let part = |p: &str| parts.split(',').any(|x| x.trim() == p);
     if part("start") {
         line(
             "process start -> first record on the target",
-            &(0..reps).map(start).collect::<Vec<_>>(),
+            &(0..reps).map(|rep| start(rep, "")).collect::<Vec<_>>(),
         );
     }
-    for n in topics.into_iter().filter(|_| part("new")) {
+    for n in topics.iter().filter(|_| part("new")) {
         line(
             &format!("new topic -> first record ({n} topics mirrored)"),
-            &new_topic(n, reps),
+            &new_topic(*n, reps, ""),
         );
     }
     if part("restart") {
         line(
             "restart of 1 of 3 instances -> flowing again",
             &restart(reps),
+        );
+    }
+    if part("single") {
+        println!("  the same flow declared single_instance = true (no group to join):");
+        line(
+            "process start -> first record on the target",
+            &(0..reps).map(|rep| start(rep, SINGLE)).collect::<Vec<_>>(),
+        );
+        for n in &topics {
+            line(
+                &format!("new topic -> first record ({n} topics mirrored)"),
+                &new_topic(*n, reps, SINGLE),
+            );
+        }
+        line(
+            "graceful restart of the instance -> flowing again",
+            &restart_single(reps),
         );
     }
     if !part("python") {

@@ -487,7 +487,11 @@ fn single_instance(
 /// `log` containing every one of `parts`, or of the last one if `last`.
 fn logged_at(log: &str, parts: &[&str], last: bool) -> Option<String> {
     let mut lines = log.lines().filter(|l| parts.iter().all(|p| l.contains(p)));
-    let line = if last { lines.next_back() } else { lines.next() }?;
+    let line = if last {
+        lines.next_back()
+    } else {
+        lines.next()
+    }?;
     line.split_whitespace().next().map(str::to_string)
 }
 
