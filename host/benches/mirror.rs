@@ -30,7 +30,8 @@
 //!
 //! `scripts/bench.sh mirror` (or `cargo bench -p kmirror --bench mirror`; `RECORDS=n` per
 //! size, default 300000; `REPS=n`). For kmirror's runs: `TASKS=n` sets
-//! `replication_tasks`; `SOURCE_RDKAFKA` / `TARGET_RDKAFKA` (`key=value,…`) add librdkafka
+//! `replication_tasks`; `KMIRROR_FLOW` adds flow lines to the at-least-once runs (e.g.
+//! `KMIRROR_FLOW='single_instance = true'`: no group to join at start); `SOURCE_RDKAFKA` / `TARGET_RDKAFKA` (`key=value,…`) add librdkafka
 //! settings to the source / target cluster (to measure a queue size or `linger.ms`);
 //! `KMIRROR_LOG` and `BENCH_LOG=file` keep its log; `PERF_OUT=path` a CPU profile.
 

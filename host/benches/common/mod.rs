@@ -77,6 +77,15 @@ fn librdkafka(alias: &str, var: &str) -> String {
     table
 }
 
+/// The lines of `KMIRROR_FLOW` (e.g. `single_instance = true`) for an at-least-once run's
+/// flow (an exactly-once run, `flow_extra` naming it, takes none of them).
+fn kmirror_flow(flow_extra: &str) -> String {
+    match std::env::var("KMIRROR_FLOW") {
+        Ok(lines) if !flow_extra.contains("exactly_once") => format!("{lines}\n"),
+        _ => String::new(),
+    }
+}
+
 /// One kmirror run: the flow copies the topics matching `topics` from `src` to a fresh
 /// broker, with `flow_extra` lines in its `[[flows]]` table and components from `plugins`
 /// (compiled into `cache`); timed until `n` records are acked.
@@ -104,7 +113,8 @@ pub fn run_kmirror(
             librdkafka("backup", "TARGET_RDKAFKA"),
             plugins.display(),
             cache.display(),
-            std::env::var("TASKS").map(|t| format!("replication_tasks = {t}\n")).unwrap_or_default(),
+            std::env::var("TASKS").map(|t| format!("replication_tasks = {t}\n")).unwrap_or_default()
+                + &kmirror_flow(flow_extra),
         ),
     )
     .expect("config");

@@ -25,10 +25,11 @@
 //!   record: the next start mirrors at once.
 //!
 //! What the lease cannot stop: a record already on its way to the target when the lease is
-//! lost still lands (a duplicate, never a loss). Instances without `single_instance` do not
-//! take the lease; an instance with it refuses to start while the flow's groups have
-//! members, and on Kafka its progress commits (generation-less) are refused once a member
-//! joins the progress group.
+//! lost still lands (a duplicate, never a loss). An instance with `single_instance` refuses
+//! to start while the flow's groups have members, and loses its lease when members appear
+//! (checked about once a lease); an instance without it takes the lease before it joins the
+//! groups if a single instance may still hold it, and lets go once that one had its
+//! lease's time to stop.
 
 use super::telemetry::FlowTelemetry;
 use super::{FlowError, Routes};
@@ -174,6 +175,8 @@ pub struct Lease {
     flow: String,
     /// When the first renewal (the take's write) started.
     taken: Instant,
+    /// The flow's groups on the source, checked for members about once a lease.
+    groups: Option<(Cluster, Vec<String>)>,
 }
 
 impl Lease {
@@ -235,6 +238,7 @@ impl Lease {
             lease,
             flow: flow.to_string(),
             taken: Instant::now(),
+            groups: None,
         };
         loop {
             this.taken = Instant::now();
@@ -266,6 +270,26 @@ impl Lease {
         };
         tracing::info!(flow = %this.flow, instance = %this.instance, previous = %previous, wait_ms = wait.as_millis() as u64, "single-instance lease taken: any earlier holder is fenced");
         Ok(Some((this, wait)))
+    }
+
+    /// The same, losing the lease as soon as one of `groups` on `source` has members
+    /// (instances without `single_instance` joined the flow), checked about once a lease.
+    pub fn watching(mut self, source: Cluster, groups: Vec<String>) -> Self {
+        self.groups = Some((source, groups));
+        self
+    }
+
+    /// The first of the watched groups that has members: (group, members).
+    async fn joined(&self) -> Option<(String, usize)> {
+        let (source, groups) = self.groups.as_ref()?;
+        for g in groups {
+            if let Ok(Some(info)) = source.group(g).await {
+                if info.members > 0 {
+                    return Some((info.name, info.members));
+                }
+            }
+        }
+        None
     }
 
     /// Writes one lease record in a transaction of its own.
@@ -325,6 +349,7 @@ impl Lease {
     ) -> Result<(), FlowError> {
         let mut term = Term::new(self.lease, self.taken);
         let mut last_error: Option<String> = None;
+        let mut renewals = 0u64;
         let lose = |why: String| {
             lost.cancel();
             tracing::error!(flow = %self.flow, instance = %self.instance, error = %why, "single-instance lease lost: replication stops");
@@ -356,6 +381,14 @@ impl Lease {
                 Ok(()) => {
                     term.renewed(started);
                     last_error = None;
+                    renewals += 1;
+                    if renewals % 5 == 0 {
+                        if let Some((group, members)) = self.joined().await {
+                            return lose(format!(
+                                "the flow's group {group} has {members} member(s): instances without single_instance joined it"
+                            ));
+                        }
+                    }
                 }
                 Err(WriteError::Fenced(why)) => {
                     return lose(format!(

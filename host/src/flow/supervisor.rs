@@ -188,6 +188,9 @@ pub async fn run(
         let Some((lease, wait)) = lease.await? else {
             return Ok(());
         };
+        // An instance without the setting started at the same moment is noticed within a
+        // lease.
+        let lease = lease.watching(source.clone(), groups.to_vec());
         let (running_tx, running) = tokio::sync::mpsc::channel(1);
         let abandon = CancellationToken::new();
         shared = shared.single(fs.replication_tasks, abandon.clone(), running_tx);

@@ -23,9 +23,9 @@ use crate::flow::telemetry::FlowTelemetry;
 use crate::kafka::Cluster;
 use crate::kafka::clients::{group_generation, headers_of};
 use crate::policy::{ChainLink, RecordIn};
-use rdkafka::TopicPartitionList;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -161,13 +161,6 @@ impl Committer {
 const PRODUCER_QUEUE_KBYTES: &str = "16384";
 /// A task's consumer prefetch (KiB) unless the source's librdkafka settings say otherwise.
 const CONSUMER_QUEUE_KBYTES: &str = "8192";
-/// How long a task's consumer lets the broker hold a fetch with nothing new (ms) unless the
-/// source's librdkafka settings say otherwise (librdkafka's default: 500). A partition
-/// just taken starts with an offset query and joins the fetches only after the fetch in
-/// flight returns, both behind an idle fetch held this long on the connection: measured on
-/// a new topic's partition, 500 ms each (1.0 s from taking it to its first record); an
-/// idle task sends ten fetches a second per broker instead of two.
-const FETCH_WAIT_MS: &str = "100";
 /// How long a task's producer lets a batch fill (ms) unless the target's librdkafka
 /// settings say otherwise (kmirror's other producers: 5). Under load, librdkafka's broker
 /// thread polls without a timeout while a partition has a batch ready and its five
@@ -215,7 +208,6 @@ fn member(ctx: &WorkerContext, core: Arc<Shared>) -> Result<Member, ReplicateErr
     let queued = ctx
         .source
         .setting_or("queued.max.messages.kbytes", CONSUMER_QUEUE_KBYTES);
-    let fetch_wait = ctx.source.setting_or("fetch.wait.max.ms", FETCH_WAIT_MS);
     let settings = [
         ("partition.assignment.strategy", "cooperative-sticky"),
         ("session.timeout.ms", session_ms.as_str()),
@@ -224,7 +216,6 @@ fn member(ctx: &WorkerContext, core: Arc<Shared>) -> Result<Member, ReplicateErr
         ("auto.offset.reset", reset),
         ("allow.auto.create.topics", "false"),
         ("queued.max.messages.kbytes", queued.as_str()),
-        ("fetch.wait.max.ms", fetch_wait.as_str()),
         ("topic.metadata.refresh.interval.ms", "30000"),
     ];
     Ok(ctx
@@ -528,7 +519,7 @@ struct Following {
 
 /// Follows new routes: through the group, or (a single instance's task) by taking its share.
 fn follow(
-    consumer: &Member,
+    consumer: &Arc<Member>,
     core: &Shared,
     routes: Routes,
     following: &mut Following,
@@ -545,7 +536,7 @@ fn follow(
 /// its records in flight awaited and its progress committed first; a partition taken
 /// starts from its stored progress.
 fn take_share(
-    consumer: &Member,
+    consumer: &Arc<Member>,
     core: &Shared,
     routes: Routes,
     taken: &mut BTreeSet<(String, i32)>,
@@ -567,32 +558,78 @@ fn take_share(
             .incremental_unassign(&gone)
             .map_err(|e| failed("let go of partitions no longer routed", e))?;
     }
-    let new = tpl_of(share.difference(taken).map(|(t, p)| (t.as_str(), *p)));
-    if new.count() > 0 {
+    let new: Vec<(&str, i32)> = share
+        .difference(taken)
+        .map(|(t, p)| (t.as_str(), *p))
+        .collect();
+    if !new.is_empty() {
         // The consumer looks up a topic created since it started only on its one-second
         // timer for unknown topics (measured: 1.0-1.2 s from taking a new topic's partition
-        // to its first fetch): asked now, the fetch starts at once.
-        let topics: BTreeSet<&str> = share.difference(taken).map(|(t, _)| t.as_str()).collect();
-        let asked = if topics.len() <= METADATA_PER_TOPIC {
-            topics.iter().try_for_each(|t| {
-                consumer
-                    .fetch_metadata(Some(t), METADATA_TIMEOUT)
-                    .map(|_| ())
-            })
-        } else {
-            consumer.fetch_metadata(None, METADATA_TIMEOUT).map(|_| ())
-        };
-        if let Err(e) = asked {
-            ctx.telemetry
-                .note_error("look up the routed topics", "kafka", &e);
-        }
+        // to its first fetch): asked now, off this thread, it starts once the answer comes.
+        let topics: BTreeSet<String> = new.iter().map(|(t, _)| t.to_string()).collect();
+        look_up(consumer, topics, ctx);
+        let tpl = starts(consumer, &new, ctx);
         consumer
-            .incremental_assign(&new)
+            .incremental_assign(&tpl)
             .map_err(|e| failed("take the routed partitions", e))?;
-        core.lock().assign(consumer, &new);
+        core.lock().assign(consumer, &tpl);
     }
     *taken = share;
     Ok(())
+}
+
+/// Asks the source for `topics`' metadata on a thread of its own, into `consumer`'s cache
+/// (one request per topic for a few, one for every topic beyond [`METADATA_PER_TOPIC`]).
+fn look_up(consumer: &Arc<Member>, topics: BTreeSet<String>, ctx: &WorkerContext) {
+    let consumer = consumer.clone();
+    let telemetry = ctx.telemetry.clone();
+    let spawned = std::thread::Builder::new()
+        .name("kmirror-metadata".into())
+        .spawn(move || {
+            let asked = if topics.len() <= METADATA_PER_TOPIC {
+                topics.iter().try_for_each(|t| {
+                    consumer
+                        .fetch_metadata(Some(t), METADATA_TIMEOUT)
+                        .map(|_| ())
+                })
+            } else {
+                consumer.fetch_metadata(None, METADATA_TIMEOUT).map(|_| ())
+            };
+            if let Err(e) = asked {
+                telemetry.note_error("look up the routed topics", "kafka", &e);
+            }
+        });
+    if let Err(e) = spawned {
+        ctx.telemetry
+            .note_error("look up the routed topics", "kafka", &e);
+    }
+}
+
+/// Where the partitions `new` start: their stored progress, or (none stored, starting from
+/// the earliest record) offset 0 — a log that starts later answers out of range and the
+/// consumer starts from its start, as `auto.offset.reset` says — so a new topic's
+/// partition needs no offset query, which waits behind the fetch the broker holds on the
+/// connection (up to `fetch.wait.max.ms`, 500 ms). Unknown (no answer): the consumer asks.
+fn starts(consumer: &Member, new: &[(&str, i32)], ctx: &WorkerContext) -> TopicPartitionList {
+    let tpl = tpl_of(new.iter().copied());
+    let stored = match consumer.committed_offsets(tpl.clone(), METADATA_TIMEOUT) {
+        Ok(stored) => stored,
+        Err(e) => {
+            ctx.telemetry
+                .note_error("read the taken partitions' stored progress", "kafka", &e);
+            return tpl;
+        }
+    };
+    let mut starts = TopicPartitionList::new();
+    for e in stored.elements() {
+        let at = match (e.offset(), ctx.settings.start_offset) {
+            (Offset::Offset(at), _) => Offset::Offset(at),
+            (_, StartOffset::Earliest) => Offset::Offset(0),
+            (_, StartOffset::Latest) => Offset::End,
+        };
+        let _ = starts.add_partition_offset(e.topic(), e.partition(), at);
+    }
+    starts
 }
 
 /// Follows new routes: owned partitions take their new targets, and the subscription the
