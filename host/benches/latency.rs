@@ -17,7 +17,7 @@
 //! Records are watched with a client that is not kmirror's.
 //! `scripts/bench.sh latency` (`REPS=n`, `LATENCY_TOPICS=100,10000`;
 //! `LATENCY_PARTS=start,new,restart,single,python` runs only those; `LATENCY_LOGS=dir` keeps the
-//! restarted instances' logs; `LATENCY_FLOW` adds
+//! new-topic and restarted instances' logs; `LATENCY_FLOW` adds
 //! lines to the flow, e.g. `LATENCY_FLOW='session_timeout = "6s"'`: this broker holds a
 //! JoinGroup until half the session timeout has passed).
 
@@ -132,7 +132,9 @@ fn new_topic(existing: usize, reps: usize, extra: &str) -> Vec<f64> {
         Some(&status),
         &flow(extra),
     );
-    let mut k = Kmirror::start(&cfg, &dir.path().join("new-topic.log"));
+    // `LATENCY_LOGS=dir` keeps kmirror's log there.
+    let logs = std::env::var("LATENCY_LOGS").map_or_else(|_| dir.path().to_path_buf(), Into::into);
+    let mut k = Kmirror::start(&cfg, &logs.join(format!("new-topic-{existing}.log")));
     // Steady: every existing topic routed and its partition assigned.
     let deadline = Instant::now() + Duration::from_secs(600);
     let steady_since = Instant::now();

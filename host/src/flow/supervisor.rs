@@ -150,31 +150,16 @@ pub async fn run(
     let lease_topic = single::lease_topic(dst);
     let lease_id = single::lease_id(src, dst);
     let lease_names = (name.as_str(), lease_topic.as_str(), lease_id.as_str());
-    let wait = if single {
+    if single {
         // No groups, a lease: refused while instances without the setting run.
-        let groups = [progress_group(src, dst), leader_group(src, dst)];
+        let groups = vec![progress_group(src, dst), leader_group(src, dst)];
         let described = retry("describe the flow's groups", &telemetry, &stop, || {
-            let source = source.clone();
-            let groups = groups.clone();
-            async move {
-                let mut found = Vec::new();
-                for g in groups {
-                    found.push(source.group(&g).await?);
-                }
-                Ok(found)
-            }
+            single::members(&source, &groups)
         });
-        let Some(described) = described.await else {
-            return Ok(());
-        };
-        if let Some(g) = described.into_iter().flatten().find(|g| g.members > 0) {
-            return Err(FlowError::SingleInstance {
-                flow: name.clone(),
-                message: format!(
-                    "the flow's group {} has {} member(s): instances without single_instance run; stop them first (or remove single_instance)",
-                    g.name, g.members
-                ),
-            });
+        match described.await {
+            None => return Ok(()),
+            Some(Some(joined)) => return Err(single::joined_error(&name, joined)),
+            Some(None) => {}
         }
         let created = retry("create the lease topic", &telemetry, &stop, || {
             source.ensure_internal_topic(&lease_topic, rf, Some(single::LEASE_SINGLE))
@@ -189,33 +174,35 @@ pub async fn run(
             return Ok(());
         };
         // An instance without the setting started at the same moment is noticed within a
-        // lease.
-        let lease = lease.watching(source.clone(), groups.to_vec());
+        // lease (and again below, before mirroring).
+        let epoch = lease.epoch();
+        let lease = lease.watching(source.clone(), groups.clone());
         let (running_tx, running) = tokio::sync::mpsc::channel(1);
-        let abandon = CancellationToken::new();
-        shared = shared.single(fs.replication_tasks, abandon.clone(), running_tx);
-        let held = lease.hold(running, abandon, stop.clone(), telemetry.clone());
+        let (abandon, producers) = (CancellationToken::new(), replication::Producers::default());
+        let tasks_of = (fs.replication_tasks, epoch);
+        shared = shared.single(tasks_of, abandon.clone(), running_tx, producers.clone());
+        let held = lease.hold(running, abandon, producers, stop.clone(), telemetry.clone());
         tasks.spawn_fallible("single-instance lease", &stop, held);
-        wait
+        if !wait.is_zero() {
+            tracing::info!(flow = %name, wait_ms = wait.as_millis() as u64, "the earlier single instance did not let go of the lease: waiting one lease before mirroring");
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        if !stop.is_cancelled() {
+            if let Ok(Some(joined)) = single::members(&source, &groups).await {
+                tasks.fail(single::joined_error(&name, joined), &stop);
+            }
+        }
+        if stop.is_cancelled() {
+            drop(shared);
+            return finish(tasks, &name, &stop, &telemetry).await;
+        }
     } else {
         // A single instance may have run before: it is fenced, and given its lease's time
         // to stop, before this instance joins the groups.
-        fence_a_single_instance(&source, lease_names, fs.session_timeout, &telemetry, &stop)
-            .await?;
-        std::time::Duration::ZERO
-    };
-    if !wait.is_zero() {
-        tracing::info!(flow = %name, wait_ms = wait.as_millis() as u64, "the earlier single instance did not let go of the lease: waiting one lease before mirroring");
-        tokio::select! {
-            _ = stop.cancelled() => {}
-            _ = tokio::time::sleep(wait) => {}
-        }
-    }
-    if stop.is_cancelled() {
-        drop(shared);
-        let result = tasks.join(&name, &stop).await;
-        telemetry.update(|s| s.state = if result.is_ok() { "stopped" } else { "failed" });
-        return result;
+        fence_a_single_instance(&source, lease_names, fs.session_timeout, &telemetry, &stop).await;
     }
     if let Some(eos) = fs.exactly_once {
         // Exactly-once: the shards of the flow, shared through a group on the target.
@@ -337,7 +324,17 @@ pub async fn run(
         discovery::task::run(ctx, routes_tx, stop.clone()),
     );
 
-    let result = tasks.join(&name, &stop).await;
+    finish(tasks, &name, &stop, &telemetry).await
+}
+
+/// Waits for the flow's tasks and reports how it ended.
+async fn finish(
+    tasks: Tasks,
+    name: &str,
+    stop: &CancellationToken,
+    telemetry: &FlowTelemetry,
+) -> Result<(), FlowError> {
+    let result = tasks.join(name, stop).await;
     let state = if result.is_ok() { "stopped" } else { "failed" };
     telemetry.update(|s| s.state = state);
     tracing::info!(flow = %name, records = telemetry.count(Counter::Records), "flow stopped");
@@ -346,37 +343,38 @@ pub async fn run(
 
 /// Before an instance without `single_instance` joins the flow's groups: if the flow's
 /// lease topic says a single instance holds the lease (or cannot tell), the lease is taken
-/// — fencing that instance — and let go once it has had its lease's time to stop.
+/// — fencing that instance — and let go once it has had its lease's time to stop. Another
+/// instance doing the same at once fences this one's take: it waits the lease all the same.
 async fn fence_a_single_instance(
     source: &Cluster,
     names: (&str, &str, &str),
     lease: std::time::Duration,
     telemetry: &FlowTelemetry,
     stop: &CancellationToken,
-) -> Result<(), FlowError> {
+) {
     let listed = retry("list the source topics", telemetry, stop, || {
         source.topics()
     });
     let Some(topics) = listed.await else {
-        return Ok(());
+        return;
     };
     if !topics.contains_key(names.1) {
-        return Ok(()); // the flow never ran as a single instance
+        return; // the flow never ran as a single instance
     }
-    let Some(tail) = single::last_lease(source, names.1, telemetry, stop).await else {
-        return Ok(());
+    let Some(tail) = single::last_lease(source, names.1, names.2, telemetry, stop).await else {
+        return;
     };
     if single::wait_before_mirroring(&tail, lease).is_zero() {
-        return Ok(());
+        return;
     }
-    let Some((taken, wait)) = single::Lease::take(source, names, lease, telemetry, stop).await?
-    else {
-        return Ok(());
-    };
-    tracing::info!(flow = %names.0, wait_ms = wait.as_millis() as u64, "a single instance may still run: its lease is taken (it is fenced); joining the groups once it has had its lease's time to stop");
+    let taken = single::Lease::take(source, names, lease, telemetry, stop).await;
+    tracing::info!(flow = %names.0, wait_ms = lease.as_millis() as u64, "a single instance may still run: its lease is taken (it is fenced); joining the groups once it has had its lease's time to stop");
     tokio::select! {
-        _ = stop.cancelled() => return Ok(()),
-        _ = tokio::time::sleep(wait) => {}
+        _ = stop.cancelled() => return,
+        _ = tokio::time::sleep(lease) => {}
     }
-    taken.release().await
+    if let Ok(Some((taken, _))) = taken {
+        // Fenced meanwhile by an instance doing the same: nothing to let go.
+        let _ = taken.release().await;
+    }
 }

@@ -45,6 +45,15 @@ impl Tasks {
         });
     }
 
+    /// Fails the flow with `error` (unless one came first) and cancels `stop`.
+    pub(crate) fn fail(&self, error: FlowError, stop: &CancellationToken) {
+        self.failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(error);
+        stop.cancel();
+    }
+
     /// Waits for every task; the first that panics (or a fallible task's error, which
     /// comes first) cancels `stop` and becomes the error.
     pub(crate) async fn join(

@@ -45,7 +45,7 @@ impl Shared {
 
 impl Rebalancing for Shared {
     fn assigned(&self, consumer: &Member, tpl: &TopicPartitionList) {
-        self.lock().assign(consumer, tpl);
+        self.lock().assign(consumer, tpl, None);
     }
     fn revoking(&self, consumer: &Member, tpl: &TopicPartitionList) {
         self.lock().revoke(consumer, tpl);
@@ -116,6 +116,9 @@ pub struct Core {
     refreshed: HashMap<Arc<str>, Instant>,
     /// The bytes sent and not acknowledged this task keeps at most.
     budget: UnackedBudget,
+    /// The owner generation of the partitions it takes, when not a group's (a single
+    /// instance's lease epoch).
+    pub(super) generation: Option<i32>,
 }
 
 impl Core {
@@ -129,6 +132,7 @@ impl Core {
         telemetry: Arc<FlowTelemetry>,
         orphans: Arc<Mutex<Orphans>>,
         unacked_budget: usize,
+        generation: Option<i32>,
     ) -> Self {
         let book = Book::new(BookSettings {
             max_in_flight: settings.max_in_flight,
@@ -152,7 +156,16 @@ impl Core {
             rebalances: 0,
             refreshed: HashMap::new(),
             budget: UnackedBudget::new(unacked_budget),
+            generation,
         }
+    }
+
+    /// Purges what the producer holds, queued or in flight (a lost single-instance
+    /// lease): their reports come back as failures, so no progress is stored for them.
+    pub fn purge(&self) {
+        use rdkafka::producer::{Producer, PurgeConfig};
+        self.producer
+            .purge(PurgeConfig::default().queue().inflight());
     }
 
     /// Why the producer became unusable, once.

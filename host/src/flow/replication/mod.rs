@@ -74,6 +74,44 @@ pub struct TaskShared {
     pub abandon: CancellationToken,
     /// Held while a task runs (the lease is let go once every task ended).
     pub running: Option<tokio::sync::mpsc::Sender<()>>,
+    /// Where a single instance's tasks register their producers (purged when the lease
+    /// is lost).
+    pub producers: Option<Producers>,
+    /// A single instance's lease epoch: the owner generation of its partitions' offset
+    /// syncs (a group member's is its group generation).
+    pub epoch: Option<i32>,
+}
+
+/// The target producers of a single instance's replication tasks: purged at once, from the
+/// lease's task, when the lease is lost — whatever the tasks' threads are doing.
+#[derive(Clone, Default)]
+pub struct Producers(
+    Arc<
+        std::sync::Mutex<
+            Vec<std::sync::Weak<rdkafka::producer::ThreadedProducer<contexts::Deliveries>>>,
+        >,
+    >,
+);
+
+impl Producers {
+    /// Registers `producer` (held weakly: a task's producer still goes with its task).
+    fn add(&self, producer: &Arc<rdkafka::producer::ThreadedProducer<contexts::Deliveries>>) {
+        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|p| p.strong_count() > 0);
+        all.push(Arc::downgrade(producer));
+    }
+
+    /// Purges what every live producer holds, queued or in flight (their delivery reports
+    /// say so: nothing purged counts as mirrored); how many producers there were.
+    pub fn purge_all(&self) -> usize {
+        use rdkafka::producer::{Producer, PurgeConfig};
+        let all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let live: Vec<_> = all.iter().filter_map(std::sync::Weak::upgrade).collect();
+        for p in &live {
+            p.purge(PurgeConfig::default().queue().inflight());
+        }
+        live.len()
+    }
 }
 
 impl std::fmt::Debug for TaskShared {
@@ -99,21 +137,27 @@ impl TaskShared {
             split: None,
             abandon: CancellationToken::new(),
             running: None,
+            producers: None,
+            epoch: None,
         }
     }
 
-    /// The same for a single-instance flow's `tasks` tasks: each takes its share of the
-    /// routed partitions itself, stops at once when `abandon` is cancelled, and holds
-    /// `running` while it runs.
+    /// The same for a single-instance flow's `tasks` tasks, under the lease of `epoch`: each
+    /// takes its share of the routed partitions itself, registers its producer in
+    /// `producers`, stops at once when `abandon` is cancelled, and holds `running` while it
+    /// runs.
     pub fn single(
         mut self,
-        tasks: u32,
+        (tasks, epoch): (u32, i32),
         abandon: CancellationToken,
         running: tokio::sync::mpsc::Sender<()>,
+        producers: Producers,
     ) -> Self {
         self.split = Some(tasks);
+        self.epoch = Some(epoch);
         self.abandon = abandon;
         self.running = Some(running);
+        self.producers = Some(producers);
         self
     }
 
@@ -255,6 +299,8 @@ pub async fn run(
         roles: shared.roles,
         split: shared.split,
         abandon: shared.abandon,
+        producers: shared.producers,
+        epoch: shared.epoch,
     };
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let name = format!("kmirror-replicate-{}", ctx.settings.flow);

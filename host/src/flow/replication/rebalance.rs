@@ -16,10 +16,19 @@ const COMMITTED_TIMEOUT: Duration = Duration::from_secs(5);
 const WATERMARKS_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Core {
-    /// The group assigned `tpl` to this member.
-    pub(super) fn assign(&mut self, consumer: &Member, tpl: &TopicPartitionList) {
+    /// The group assigned `tpl` to this member (or a single instance's task took it), with
+    /// the partitions' stored progress if it was read already.
+    pub(super) fn assign(
+        &mut self,
+        consumer: &Member,
+        tpl: &TopicPartitionList,
+        stored: Option<TopicPartitionList>,
+    ) {
         let partitions = pairs(tpl);
-        let generation = group_generation(consumer).unwrap_or(-1);
+        let generation = self
+            .generation
+            .or_else(|| group_generation(consumer))
+            .unwrap_or(-1);
         let now = Instant::now();
         {
             let mut orphans = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
@@ -36,7 +45,10 @@ impl Core {
         }
         // The positions the partitions start from: the first record of each is checked
         // against it, so records the source deleted meanwhile are not passed over.
-        let stored = consumer.committed_offsets(tpl.clone(), COMMITTED_TIMEOUT);
+        let stored = match stored {
+            Some(stored) => Ok(stored),
+            None => consumer.committed_offsets(tpl.clone(), COMMITTED_TIMEOUT),
+        };
         match stored {
             Ok(stored) => {
                 for e in stored.elements() {

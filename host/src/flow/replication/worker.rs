@@ -83,6 +83,10 @@ pub struct WorkerContext {
     pub split: Option<u32>,
     /// Cancelled when the single-instance lease is lost: stop at once.
     pub abandon: CancellationToken,
+    /// Where a single instance's task registers its producer.
+    pub producers: Option<super::Producers>,
+    /// A single instance's lease epoch (its partitions' owner generation).
+    pub epoch: Option<i32>,
 }
 
 /// Commits progress through the group member on its own thread, one commit at a time, so
@@ -260,7 +264,11 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
         ctx.telemetry.clone(),
         ctx.orphans.clone(),
         unacked_budget(&queue),
+        ctx.epoch,
     ));
+    if let Some(producers) = &ctx.producers {
+        producers.add(&core.lock().producer);
+    }
     let consumer = Arc::new(member(&ctx, core.clone())?);
     let committer = Committer::start(consumer.clone(), &ctx.settings.flow);
     let flush = s.flush_interval;
@@ -285,8 +293,10 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     loop {
         if ctx.abandon.is_cancelled() {
             // The single-instance lease is lost: another instance may mirror a third of a
-            // lease from now. Nothing more is sent; what is acked within a sixth of a lease
-            // has its progress stored, the rest is purged with the producer.
+            // lease from now. The lease's task purged the producer; purged again here
+            // (should it have ended otherwise), nothing more is sent, and what was acked
+            // has its progress stored.
+            core.lock().purge();
             drain_timeout = drain_timeout.min(ctx.settings.session_timeout / 6);
             break;
         }
@@ -358,6 +368,9 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
         let mut c = core.lock();
         c.committed(consumer.context().take_commits());
         while let Some((msg, fate)) = pending.front() {
+            if ctx.abandon.is_cancelled() {
+                break; // the lease is lost: nothing more is sent
+            }
             if c.forward(&consumer, msg, fate, now) == Forwarded::Done {
                 pending.pop_front();
                 held_since = None;
@@ -568,11 +581,11 @@ fn take_share(
         // to its first fetch): asked now, off this thread, it starts once the answer comes.
         let topics: BTreeSet<String> = new.iter().map(|(t, _)| t.to_string()).collect();
         look_up(consumer, topics, ctx);
-        let tpl = starts(consumer, &new, ctx);
+        let (tpl, stored) = starts(consumer, &new, ctx);
         consumer
             .incremental_assign(&tpl)
             .map_err(|e| failed("take the routed partitions", e))?;
-        core.lock().assign(consumer, &tpl);
+        core.lock().assign(consumer, &tpl, stored);
     }
     *taken = share;
     Ok(())
@@ -610,14 +623,19 @@ fn look_up(consumer: &Arc<Member>, topics: BTreeSet<String>, ctx: &WorkerContext
 /// consumer starts from its start, as `auto.offset.reset` says — so a new topic's
 /// partition needs no offset query, which waits behind the fetch the broker holds on the
 /// connection (up to `fetch.wait.max.ms`, 500 ms). Unknown (no answer): the consumer asks.
-fn starts(consumer: &Member, new: &[(&str, i32)], ctx: &WorkerContext) -> TopicPartitionList {
+/// Returns them, and the stored progress when it was read.
+fn starts(
+    consumer: &Member,
+    new: &[(&str, i32)],
+    ctx: &WorkerContext,
+) -> (TopicPartitionList, Option<TopicPartitionList>) {
     let tpl = tpl_of(new.iter().copied());
     let stored = match consumer.committed_offsets(tpl.clone(), METADATA_TIMEOUT) {
         Ok(stored) => stored,
         Err(e) => {
             ctx.telemetry
                 .note_error("read the taken partitions' stored progress", "kafka", &e);
-            return tpl;
+            return (tpl, None);
         }
     };
     let mut starts = TopicPartitionList::new();
@@ -629,7 +647,7 @@ fn starts(consumer: &Member, new: &[(&str, i32)], ctx: &WorkerContext) -> TopicP
         };
         let _ = starts.add_partition_offset(e.topic(), e.partition(), at);
     }
-    starts
+    (starts, Some(stored))
 }
 
 /// Follows new routes: owned partitions take their new targets, and the subscription the
