@@ -190,10 +190,8 @@ pub async fn members(
     groups: &[String],
 ) -> Result<Option<(String, usize)>, KafkaError> {
     for g in groups {
-        if let Some(info) = source.group(g).await? {
-            if info.members > 0 {
-                return Ok(Some((info.name, info.members)));
-            }
+        if let Some(info) = source.group(g).await?.filter(|i| i.members > 0) {
+            return Ok(Some((info.name, info.members)));
         }
     }
     Ok(None)
@@ -471,10 +469,10 @@ impl Lease {
                     term.renewed(started);
                     last_error = None;
                     renewals += 1;
-                    if renewals % 5 == 0 {
-                        if let Some(joined) = self.joined(term.ends()).await {
-                            return lose(joined_message(joined));
-                        }
+                    if renewals.is_multiple_of(5)
+                        && let Some(joined) = self.joined(term.ends()).await
+                    {
+                        return lose(joined_message(joined));
                     }
                 }
                 Err(WriteError::Fenced(why)) => {

@@ -190,10 +190,10 @@ pub async fn run(
                 _ = tokio::time::sleep(wait) => {}
             }
         }
-        if !stop.is_cancelled() {
-            if let Ok(Some(joined)) = single::members(&source, &groups).await {
-                tasks.fail(single::joined_error(&name, joined), &stop);
-            }
+        if !stop.is_cancelled()
+            && let Ok(Some(joined)) = single::members(&source, &groups).await
+        {
+            tasks.fail(single::joined_error(&name, joined), &stop);
         }
         if stop.is_cancelled() {
             drop(shared);
