@@ -552,7 +552,7 @@ fn a_single_instance_mirrors_without_joining_a_group_and_a_graceful_restart_mirr
     // No election and no group: the control topic was never needed, the lease topic was.
     let topics = src.topics();
     assert!(
-        topics.contains_key("kmirror-lease.backup.internal"),
+        topics.contains_key("kmirror-lease.primary.backup.internal"),
         "{topics:?}"
     );
     assert!(

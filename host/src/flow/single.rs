@@ -8,7 +8,7 @@
 //! Two instances must still never both mirror a partition, so the instance holds a
 //! **lease** instead of a group membership: a transactional id of the flow on the source
 //! (`kmirror.<source>.<target>.single`), renewed by a small transaction on the lease topic
-//! (`kmirror-lease.<target>.internal`, records keyed by that id) every fifth of the lease
+//! (`kmirror-lease.<source>.<target>.internal`, the flow's own) every fifth of the lease
 //! (the session timeout).
 //!
 //! - **Taking it:** `init_transactions` with the id fences any earlier holder — its next
@@ -58,13 +58,15 @@ use tokio_util::sync::CancellationToken;
 pub const LEASE_SINGLE: &str =
     "its last record says whether the flow's single instance let go of its lease";
 
-/// The lease topic of a flow (on the source; `.internal`, so never mirrored).
-pub fn lease_topic(target: &str) -> String {
-    format!("kmirror-lease.{target}.internal")
+/// The lease topic of a flow (on the source; `.internal`, so never mirrored). The flow's
+/// own — named by both aliases, as two aliases of one cluster make two flows — so an empty
+/// one means the flow never had a single instance.
+pub fn lease_topic(source: &str, target: &str) -> String {
+    format!("kmirror-lease.{source}.{target}.internal")
 }
 
 /// The transactional id whose holder is the flow's single instance (also the key of its
-/// lease records: flows of two source aliases of one cluster share the topic).
+/// lease records).
 pub fn lease_id(source: &str, target: &str) -> String {
     format!("{}.single", super::progress_group(source, target))
 }

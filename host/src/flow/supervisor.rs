@@ -147,7 +147,7 @@ pub async fn run(
         shared = shared.with_roles(Arc::new(move || live.roles()));
     }
     let single = fs.single_instance;
-    let lease_topic = single::lease_topic(dst);
+    let lease_topic = single::lease_topic(src, dst);
     let lease_id = single::lease_id(src, dst);
     let lease_names = (name.as_str(), lease_topic.as_str(), lease_id.as_str());
     if single {
