@@ -483,6 +483,14 @@ fn single_instance(
     (named, status)
 }
 
+/// Whether `topic` on `dst` (`partitions`) holds at least `want` records within 60 s.
+fn reaches(dst: &Client, topic: &str, partitions: i32, want: usize) -> bool {
+    poll_until(Duration::from_secs(60), || {
+        (on_target(dst, topic, partitions, want) >= want).then_some(())
+    })
+    .is_some()
+}
+
 /// The timestamp (tracing's RFC 3339 in UTC, which orders as text) of the first line of
 /// `log` containing every one of `parts`, or of the last one if `last`.
 fn logged_at(log: &str, parts: &[&str], last: bool) -> Option<String> {
@@ -507,14 +515,8 @@ fn a_single_instance_mirrors_without_joining_a_group_and_a_graceful_restart_mirr
     let mut k = Kmirror::start(&config, &log);
     for round in 0..2 {
         let want = feeder.produced() + 50;
-        let flowed = poll_until(Duration::from_secs(60), || {
-            (on_target(&dst, "primary.solo", 6, want) >= want).then_some(())
-        });
-        assert!(
-            flowed.is_some(),
-            "round {round}: nothing flowed; log:\n{}",
-            k.logs()
-        );
+        let flowed = reaches(&dst, "primary.solo", 6, want);
+        assert!(flowed, "round {round}: nothing flowed; log:\n{}", k.logs());
         if round == 0 {
             // Progress is stored in the flow's group without a member (generation-less
             // commits), so every Kafka tool still shows the mirror's lag.
@@ -599,10 +601,9 @@ fn a_second_single_instance_fences_the_first_which_stops_before_the_second_mirro
     let mut feeder = Feeder::start(&primary.addr, "fenced", 6, 300);
     let mut a = Kmirror::start(&first, &log_a);
     let want = feeder.produced() + 50;
-    wait_for(
-        "the first instance mirroring",
-        Duration::from_secs(60),
-        || (on_target(&dst, "primary.fenced", 6, want) >= want).then_some(()),
+    assert!(
+        reaches(&dst, "primary.fenced", 6, want),
+        "the first instance mirroring"
     );
     let mut b = Kmirror::start(&second, &log_b);
     // The first loses the lease and exits with an error naming it.
@@ -615,11 +616,9 @@ fn a_second_single_instance_fences_the_first_which_stops_before_the_second_mirro
     assert!(logs_a.contains("single_instance: lease lost"), "{logs_a}");
     // The second mirrors: everything produced arrives.
     let want = feeder.produced() + 50;
-    let flowed = poll_until(Duration::from_secs(60), || {
-        (on_target(&dst, "primary.fenced", 6, want) >= want).then_some(())
-    });
+    let flowed = reaches(&dst, "primary.fenced", 6, want);
     assert!(
-        flowed.is_some(),
+        flowed,
         "the second instance mirrors; its log:\n{}",
         b.logs()
     );
@@ -686,10 +685,9 @@ fn a_single_instance_stopped_while_it_waits_for_a_crashed_holder_leaves_the_leas
     let mut feeder = Feeder::start(&primary.addr, "crashed", 3, 200);
     let mut a = Kmirror::start(&config, &log("a"));
     let want = feeder.produced() + 50;
-    wait_for(
-        "the first instance mirroring",
-        Duration::from_secs(60),
-        || (on_target(&dst, "primary.crashed", 3, want) >= want).then_some(()),
+    assert!(
+        reaches(&dst, "primary.crashed", 3, want),
+        "the first instance mirroring"
     );
     a.kill9();
     // The next start waits a lease (the crashed holder did not let go); stopped during
@@ -712,11 +710,9 @@ fn a_single_instance_stopped_while_it_waits_for_a_crashed_holder_leaves_the_leas
     );
     let mut c = Kmirror::start(&config, &log("c"));
     let want = feeder.produced() + 50;
-    let flowed = poll_until(Duration::from_secs(60), || {
-        (on_target(&dst, "primary.crashed", 3, want) >= want).then_some(())
-    });
+    let flowed = reaches(&dst, "primary.crashed", 3, want);
     let logs_c = c.logs();
-    assert!(flowed.is_some(), "{logs_c}");
+    assert!(flowed, "{logs_c}");
     let take = logs_c
         .lines()
         .find(|l| l.contains("single-instance lease taken"))
@@ -757,10 +753,9 @@ fn instances_with_and_without_single_instance_started_one_after_the_other_never_
     let (log_solo, log_group) = (dir.path().join("solo.log"), dir.path().join("group.log"));
     let mut single = Kmirror::start(&solo, &log_solo);
     let want = feeder.produced() + 50;
-    wait_for(
-        "the single instance mirroring",
-        Duration::from_secs(60),
-        || (on_target(&dst, "primary.modes", 4, want) >= want).then_some(()),
+    assert!(
+        reaches(&dst, "primary.modes", 4, want),
+        "the single instance mirroring"
     );
     let mut group = Kmirror::start(&shared, &log_group);
     let exit = single.wait_exit(Duration::from_secs(60));
@@ -774,14 +769,9 @@ fn instances_with_and_without_single_instance_started_one_after_the_other_never_
         "{logs_solo}"
     );
     let want = feeder.produced() + 50;
-    let flowed = poll_until(Duration::from_secs(90), || {
-        (on_target(&dst, "primary.modes", 4, want) >= want).then_some(())
-    });
+    let flowed = reaches(&dst, "primary.modes", 4, want);
     let logs_group = group.logs();
-    assert!(
-        flowed.is_some(),
-        "the group instance mirrors:\n{logs_group}"
-    );
+    assert!(flowed, "the group instance mirrors:\n{logs_group}");
     assert!(
         logs_group.contains("a single instance may still run"),
         "{logs_group}"

@@ -431,7 +431,6 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     stop(&consumer, &core, &committer, drain_timeout);
     ctx.telemetry.loop_ended(ctx.loop_name());
     let member = ctx.settings.member;
-
     ctx.telemetry.update(|s| s.publish_member(member, None));
     // Leave the group now (the consumer closes when its last handle goes), then let the
     // next task take its turn.
