@@ -48,8 +48,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -223,6 +222,17 @@ fn join_error(operation: &str, e: tokio::task::JoinError) -> KafkaError {
     }
 }
 
+/// A transactional call of the lease producer to be called again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Pending {
+    #[default]
+    None,
+    /// `commit_transaction` timed out.
+    Commit,
+    /// `abort_transaction` timed out.
+    Abort,
+}
+
 /// Why a lease write failed.
 enum WriteError {
     /// Another instance took the lease.
@@ -244,8 +254,9 @@ pub struct Lease {
     taken: Instant,
     /// Before this, the earlier holder may still mirror: not released before.
     not_before: Instant,
-    /// A commit timed out: the next write resumes it (librdkafka refuses anything else).
-    resume_commit: Arc<AtomicBool>,
+    /// A transactional call that timed out: the next write resumes it (librdkafka refuses
+    /// anything else until it is called again).
+    pending: Arc<Mutex<Pending>>,
     /// The flow's groups on the source, checked for members about once a lease.
     groups: Option<(Cluster, Vec<String>)>,
 }
@@ -310,7 +321,7 @@ impl Lease {
             flow: flow.to_string(),
             taken: Instant::now(),
             not_before: Instant::now(),
-            resume_commit: Arc::default(),
+            pending: Arc::default(),
             groups: None,
         };
         loop {
@@ -357,14 +368,6 @@ impl Lease {
         self
     }
 
-    /// The first watched group with members, asked until `deadline` at most (no answer:
-    /// none).
-    async fn joined(&self, deadline: Instant) -> Option<(String, usize)> {
-        let (source, groups) = self.groups.as_ref()?;
-        let asked = tokio::time::timeout_at(deadline.into(), members(source, groups));
-        asked.await.ok()?.ok()?
-    }
-
     /// Writes one lease record in a transaction of its own (resuming a commit that timed
     /// out first).
     async fn write(&self, state: State) -> Result<(), WriteError> {
@@ -378,31 +381,52 @@ impl Lease {
         let producer = self.producer.clone();
         let (topic, key) = (self.topic.clone(), self.id.clone());
         let call = call_timeout(self.lease);
-        let resume = self.resume_commit.clone();
+        let pending = self.pending.clone();
         let written = tokio::task::spawn_blocking(move || {
-            // Fenced (fatal), or failed: a commit that timed out is resumed by the next
-            // write; a transaction that needs it is aborted, so the next can begin.
-            let failed = |e: RdKafkaError, committing: bool| {
-                let fatal = matches!(&e, RdKafkaError::Transaction(r) if r.is_fatal())
-                    || e.rdkafka_error_code() == Some(RDKafkaErrorCode::ProducerFenced);
-                if fatal {
+            let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+            let fatal = |e: &RdKafkaError| {
+                matches!(e, RdKafkaError::Transaction(r) if r.is_fatal())
+                    || e.rdkafka_error_code() == Some(RDKafkaErrorCode::ProducerFenced)
+            };
+            let retriable = |e: &RdKafkaError| matches!(e, RdKafkaError::Transaction(r) if r.is_retriable() && !r.txn_requires_abort());
+            // Ends the transaction so the next can begin; a timeout is resumed next time.
+            let abort = |pending: &mut Pending| match producer.abort_transaction(call) {
+                Err(e) if retriable(&e) => *pending = Pending::Abort,
+                _ => *pending = Pending::None,
+            };
+            // A failed call: fenced (or another fatal error), or failed — a commit that
+            // timed out is resumed by the next write, anything else aborted.
+            let failed = |e: RdKafkaError, committing: bool, pending: &mut Pending| {
+                if fatal(&e) {
                     return WriteError::Fenced(e.to_string());
                 }
-                let retriable = matches!(&e, RdKafkaError::Transaction(r) if r.is_retriable() && !r.txn_requires_abort());
-                if committing && retriable {
-                    resume.store(true, Ordering::Relaxed);
+                if committing && retriable(&e) {
+                    *pending = Pending::Commit;
                 } else {
-                    let _ = producer.abort_transaction(call);
+                    abort(pending);
                 }
                 WriteError::Failed(e.to_string())
             };
-            if resume.load(Ordering::Relaxed) {
-                producer
-                    .commit_transaction(call)
-                    .map_err(|e| failed(e, true))?;
-                resume.store(false, Ordering::Relaxed);
+            match *pending {
+                Pending::None => {}
+                Pending::Commit => {
+                    *pending = Pending::None;
+                    producer
+                        .commit_transaction(call)
+                        .map_err(|e| failed(e, true, &mut pending))?;
+                }
+                Pending::Abort => {
+                    abort(&mut pending);
+                    if *pending != Pending::None {
+                        return Err(WriteError::Failed(
+                            "aborting the last renewal timed out".into(),
+                        ));
+                    }
+                }
             }
-            producer.begin_transaction().map_err(|e| failed(e, false))?;
+            producer
+                .begin_transaction()
+                .map_err(|e| failed(e, false, &mut pending))?;
             let queued = producer.send_result(
                 FutureRecord::<[u8], [u8]>::to(&topic)
                     .partition(0)
@@ -410,11 +434,11 @@ impl Lease {
                     .payload(&value),
             );
             if let Err((e, _)) = queued {
-                return Err(failed(e, false));
+                return Err(failed(e, false, &mut pending));
             }
             producer
                 .commit_transaction(call)
-                .map_err(|e| failed(e, true))
+                .map_err(|e| failed(e, true, &mut pending))
         });
         match written.await {
             Ok(result) => result,
@@ -435,13 +459,20 @@ impl Lease {
         telemetry: Arc<FlowTelemetry>,
     ) -> Result<(), FlowError> {
         let _abandon_unless_released = lost.clone().drop_guard();
+        // The flow's groups are watched on a task of their own: a slow answer (a listing
+        // waits for every broker) never holds a renewal up.
+        let watching = CancellationToken::new();
+        let _stop_watching = watching.clone().drop_guard();
+        let mut watcher = tokio::spawn(watch_groups(self.groups.clone(), self.lease, watching));
+        let mut watch_ended = false;
         let mut term = Term::new(self.lease, self.taken);
         let mut last_error: Option<String> = None;
-        let mut renewals = 0u64;
         let lose = |why: String| {
             lost.cancel();
-            let purged = producers.purge_all();
-            tracing::error!(flow = %self.flow, instance = %self.instance, producers = purged, error = %why, "single-instance lease lost: replication stops");
+            // Off the runtime: a purge waits for the producers' broker threads.
+            let producers = producers.clone();
+            tokio::task::spawn_blocking(move || producers.purge_all());
+            tracing::error!(flow = %self.flow, instance = %self.instance, error = %why, "single-instance lease lost: replication stops");
             Err(FlowError::SingleInstance {
                 flow: self.flow.clone(),
                 message: format!("lease lost: {why}"),
@@ -453,6 +484,13 @@ impl Lease {
                 _ = tokio::time::sleep_until(next.into()) => {}
                 closed = tasks.recv(), if stop.is_cancelled() => if closed.is_none() { break },
                 _ = stop.cancelled(), if !stop.is_cancelled() => continue,
+                watched = &mut watcher, if !watch_ended => {
+                    watch_ended = true;
+                    if let Ok(Some(joined)) = watched {
+                        return lose(joined_message(joined));
+                    }
+                    continue;
+                }
             }
             if Instant::now() >= term.ends() {
                 let why = last_error.take().unwrap_or_else(|| "no answer".into());
@@ -470,16 +508,10 @@ impl Lease {
                 Ok(()) => {
                     term.renewed(started);
                     last_error = None;
-                    renewals += 1;
-                    if renewals.is_multiple_of(5)
-                        && let Some(joined) = self.joined(term.ends()).await
-                    {
-                        return lose(joined_message(joined));
-                    }
                 }
                 Err(WriteError::Fenced(why)) => {
                     return lose(format!(
-                        "another instance took the lease (is a second instance running with single_instance = true?): {why}"
+                        "the lease's transactional id was refused — another instance took the lease (is a second instance running with single_instance = true?), or the id is not authorized: {why}"
                     ));
                 }
                 Err(WriteError::Failed(why)) => {
@@ -512,6 +544,28 @@ impl Lease {
                 tracing::warn!(flow = %self.flow, error = %why, "single-instance lease not released: the next holder waits one lease before mirroring");
                 Ok(())
             }
+        }
+    }
+}
+
+/// Asks `groups` (on their cluster) about once a `lease` until one has members (then
+/// returns it) or `stop`; never without groups. An error or no answer is no member.
+async fn watch_groups(
+    groups: Option<(Cluster, Vec<String>)>,
+    lease: Duration,
+    stop: CancellationToken,
+) -> Option<(String, usize)> {
+    let Some((source, groups)) = groups else {
+        stop.cancelled().await;
+        return None;
+    };
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return None,
+            _ = tokio::time::sleep(lease) => {}
+        }
+        if let Ok(Some(joined)) = members(&source, &groups).await {
+            return Some(joined);
         }
     }
 }

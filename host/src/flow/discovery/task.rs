@@ -98,8 +98,8 @@ pub struct Discovery<C> {
     configs_synced: Option<Instant>,
     /// The (source, target) topics the round has still to sync.
     config_queue: std::collections::VecDeque<(String, String)>,
-    /// What the config sync could not do (this round so far, else the last one).
-    config_failures: Vec<Problem>,
+    /// What the config sync could not do, by target topic, until it is tried again.
+    config_failures: BTreeMap<String, Problem>,
 }
 
 impl<C: Clusters> Discovery<C> {
@@ -114,7 +114,7 @@ impl<C: Clusters> Discovery<C> {
             generation,
             configs_synced: None,
             config_queue: Default::default(),
-            config_failures: Vec::new(),
+            config_failures: BTreeMap::new(),
         }
     }
 
@@ -160,7 +160,7 @@ impl<C: Clusters> Discovery<C> {
         }
         self.apply(&mut plan, &mut target).await;
         // What the last config sync could not do is reported until it is tried again.
-        plan.problems.extend(self.config_failures.iter().cloned());
+        plan.problems.extend(self.config_failures.values().cloned());
         let mirror = plan.mirror.clone();
         let published = self.publish(plan, generation, routes);
         if published && leader {
@@ -390,8 +390,9 @@ impl<C: Clusters> Discovery<C> {
 
     /// Every `sync_topic_configs_interval`, after the pass was published: existing target
     /// topics get the source's filtered configs where they differ (only those keys are set;
-    /// the target's other configs are left alone), a few topics at a time — and at most
-    /// [`CONFIG_SYNC_SLICE`] of each pass, the round going on at the next passes: a round
+    /// the target's other configs are left alone), a few topics at a time — and about
+    /// [`CONFIG_SYNC_SLICE`] of each pass (checked between groups of topics), the round
+    /// going on at the next passes: a round
     /// over 10,000 topics takes this broker about 18 s, which held a new topic that long
     /// (measured with a single instance: 20.6 s from its creation to its first record,
     /// against 4-6 s).
@@ -400,6 +401,9 @@ impl<C: Clusters> Discovery<C> {
         let Some(every) = self.ctx.sync_topic_configs else {
             return;
         };
+        // A failure is reported until its topic is tried again (or no longer mirrored).
+        let targets: BTreeSet<&String> = mirror.values().map(|r| &r.target).collect();
+        self.config_failures.retain(|t, _| targets.contains(t));
         if self.config_queue.is_empty() {
             if self.configs_synced.is_some_and(|t| t.elapsed() < every) {
                 return;
@@ -410,32 +414,43 @@ impl<C: Clusters> Discovery<C> {
                 .filter(|(_, r)| target.contains_key(&r.target))
                 .map(|(s, r)| (s.clone(), r.target.clone()))
                 .collect();
-            self.config_failures.clear();
         }
+        // Checked between groups of a few topics: a pass spends about this long.
         let deadline = Instant::now() + CONFIG_SYNC_SLICE;
         while !self.config_queue.is_empty() && Instant::now() < deadline {
             let take = self.config_queue.len().min(CONFIG_SYNCS_AT_ONCE);
-            // Still mirrored there (the routes may have changed since the round began).
+            // Still mirrored there, and still on the target (the round may have begun
+            // passes ago).
             let chunk: Vec<(String, String)> = self
                 .config_queue
                 .drain(..take)
-                .filter(|(s, t)| mirror.get(s).is_some_and(|r| r.target == *t))
+                .filter(|(s, t)| {
+                    mirror.get(s).is_some_and(|r| r.target == *t) && target.contains_key(t)
+                })
                 .collect();
             let this = &*self;
-            let failures: Vec<Problem> = futures::stream::iter(chunk)
+            let outcomes: Vec<(String, Result<(), String>)> = futures::stream::iter(chunk)
                 .map(|(source, name)| async move {
-                    this.sync_one(&source, &name).await.err().map(|error| {
-                        Problem::ConfigSyncFailed {
-                            target: name,
-                            error,
-                        }
-                    })
+                    let outcome = this.sync_one(&source, &name).await;
+                    (name, outcome)
                 })
                 .buffer_unordered(CONFIG_SYNCS_AT_ONCE)
-                .filter_map(|f| async move { f })
                 .collect()
                 .await;
-            self.config_failures.extend(failures);
+            for (name, outcome) in outcomes {
+                match outcome {
+                    Ok(()) => {
+                        self.config_failures.remove(&name);
+                    }
+                    Err(error) => {
+                        let failed = Problem::ConfigSyncFailed {
+                            target: name.clone(),
+                            error,
+                        };
+                        self.config_failures.insert(name, failed);
+                    }
+                }
+            }
         }
     }
 

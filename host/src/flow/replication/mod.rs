@@ -108,7 +108,7 @@ impl Producers {
         let all = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let live: Vec<_> = all.iter().filter_map(std::sync::Weak::upgrade).collect();
         for p in &live {
-            p.purge(PurgeConfig::default().queue().inflight());
+            p.purge(PurgeConfig::default().queue().inflight().non_blocking());
         }
         live.len()
     }
@@ -353,6 +353,9 @@ pub async fn run_restarting(
         }
         if started.elapsed() > Duration::from_secs(60) {
             backoff = Duration::from_millis(500);
+        }
+        if shared.abandon.is_cancelled() {
+            return; // the single-instance lease is lost: never again
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,

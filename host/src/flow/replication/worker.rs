@@ -527,6 +527,8 @@ struct Following {
     subscribed: Vec<String>,
     /// The partitions a single instance's task took itself.
     taken: BTreeSet<(String, i32)>,
+    /// Whether it took its first share (partitions taken later are of topics new since).
+    started: bool,
 }
 
 /// Follows new routes: through the group, or (a single instance's task) by taking its share.
@@ -538,7 +540,7 @@ fn follow(
     ctx: &WorkerContext,
 ) -> Result<(), ReplicateError> {
     match ctx.split {
-        Some(tasks) => take_share(consumer, core, routes, &mut following.taken, ctx, tasks),
+        Some(tasks) => take_share(consumer, core, routes, following, ctx, tasks),
         None => resubscribe(consumer, core, routes, &mut following.subscribed, ctx),
     }
 }
@@ -551,10 +553,12 @@ fn take_share(
     consumer: &Arc<Member>,
     core: &Shared,
     routes: Routes,
-    taken: &mut BTreeSet<(String, i32)>,
+    following: &mut Following,
     ctx: &WorkerContext,
     tasks: u32,
 ) -> Result<(), ReplicateError> {
+    let (taken, fresh) = (&mut following.taken, following.started);
+    following.started = true;
     let share = crate::flow::single::share(&routes, ctx.settings.member, tasks);
     core.lock().set_routes(consumer, routes);
     let failed =
@@ -580,7 +584,7 @@ fn take_share(
         // to its first fetch): asked now, off this thread, it starts once the answer comes.
         let topics: BTreeSet<String> = new.iter().map(|(t, _)| t.to_string()).collect();
         look_up(consumer, topics, ctx);
-        let (tpl, stored) = starts(consumer, &new, ctx);
+        let (tpl, stored) = starts(consumer, &new, fresh, ctx);
         consumer
             .incremental_assign(&tpl)
             .map_err(|e| failed("take the routed partitions", e))?;
@@ -617,15 +621,17 @@ fn look_up(consumer: &Arc<Member>, topics: BTreeSet<String>, ctx: &WorkerContext
     }
 }
 
-/// Where the partitions `new` start: their stored progress, or (none stored, starting from
-/// the earliest record) offset 0 — a log that starts later answers out of range and the
-/// consumer starts from its start, as `auto.offset.reset` says — so a new topic's
-/// partition needs no offset query, which waits behind the fetch the broker holds on the
-/// connection (up to `fetch.wait.max.ms`, 500 ms). Unknown (no answer): the consumer asks.
-/// Returns them, and the stored progress when it was read.
+/// Where the partitions `new` start: their stored progress, or (none stored) the earliest
+/// record — for `fresh` partitions (of topics that appeared since the task's first share)
+/// offset 0, so they need no offset query, which waits behind the fetch the broker holds
+/// on the connection (up to `fetch.wait.max.ms`, 500 ms); a log that starts later answers
+/// out of range and the consumer starts from its start, as `auto.offset.reset` says.
+/// Unknown (no answer): the consumer asks. Returns them, and the stored progress when it
+/// was read.
 fn starts(
     consumer: &Member,
     new: &[(&str, i32)],
+    fresh: bool,
     ctx: &WorkerContext,
 ) -> (TopicPartitionList, Option<TopicPartitionList>) {
     let tpl = tpl_of(new.iter().copied());
@@ -641,7 +647,8 @@ fn starts(
     for e in stored.elements() {
         let at = match (e.offset(), ctx.settings.start_offset) {
             (Offset::Offset(at), _) => Offset::Offset(at),
-            (_, StartOffset::Earliest) => Offset::Offset(0),
+            (_, StartOffset::Earliest) if fresh => Offset::Offset(0),
+            (_, StartOffset::Earliest) => Offset::Beginning,
             (_, StartOffset::Latest) => Offset::End,
         };
         let _ = starts.add_partition_offset(e.topic(), e.partition(), at);

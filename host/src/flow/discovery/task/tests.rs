@@ -26,6 +26,8 @@ struct Fake {
     during_create: Mutex<Option<Box<dyn FnMut() + Send>>>,
     /// Runs while the target's topics are listed.
     during_list: Mutex<Option<Box<dyn FnMut() + Send>>>,
+    /// How long describing a target topic's configs takes.
+    describe_takes: Mutex<Duration>,
 }
 
 fn error(message: &str) -> KafkaError {
@@ -95,6 +97,8 @@ impl Clusters for Arc<Fake> {
             .map_err(|e| error(&e))
     }
     async fn target_configs(&self, topic: String) -> Result<BTreeMap<String, String>, KafkaError> {
+        let takes = *self.describe_takes.lock().unwrap();
+        tokio::time::sleep(takes).await;
         Ok(self
             .overrides
             .lock()
@@ -303,6 +307,42 @@ async fn existing_target_topics_get_the_source_configs_every_interval() {
         h.fake.altered.lock().unwrap().len(),
         1,
         "in sync: nothing altered"
+    );
+}
+
+#[tokio::test]
+async fn a_config_sync_round_over_many_topics_spreads_over_passes_instead_of_holding_one() {
+    let names: Vec<String> = (0..40).map(|i| format!("t{i}")).collect();
+    let topics: Vec<(&str, i32)> = names.iter().map(|n| (n.as_str(), 1)).collect();
+    let mut h = harness(&topics, TargetClaims::default(), "primary->backup");
+    for n in &names {
+        h.fake
+            .target
+            .lock()
+            .unwrap()
+            .insert(format!("primary.{n}"), 1);
+    }
+    // Each description takes 150 ms (8 at once): 40 topics take about 750 ms.
+    *h.fake.describe_takes.lock().unwrap() = Duration::from_millis(150);
+    assert!(h.pass().await);
+    let first = h.fake.altered.lock().unwrap().len();
+    // A pass stops syncing after 0.5 s (checked between groups of 8): 8-32 topics.
+    assert!(
+        (8..40).contains(&first),
+        "the first pass synced part of the round: {first}"
+    );
+    // The next pass goes on with the round, not a new one.
+    assert!(h.pass().await);
+    assert_eq!(
+        h.fake.altered.lock().unwrap().len(),
+        40,
+        "every drifted topic synced once"
+    );
+    assert!(h.pass().await);
+    assert_eq!(
+        h.fake.altered.lock().unwrap().len(),
+        40,
+        "the round is over"
     );
 }
 
