@@ -58,6 +58,10 @@ pub async fn run<C: Clusters>(
     let mut discovery = Discovery::new(ctx);
     loop {
         let led = *leader.borrow_and_update();
+        // Passes begin every interval, however long one takes (at 10,000 topics a pass,
+        // its config-sync slice included, takes about a second: counted from its end, a
+        // new topic waited that much longer).
+        let began = tokio::time::Instant::now();
         discovery.pass(&routes).await;
         discovery.ctx.telemetry.tick("discovery", interval);
         tokio::select! {
@@ -66,7 +70,7 @@ pub async fn run<C: Clusters>(
                 discovery.ctx.claims.release(&discovery.ctx.telemetry.flow);
                 return;
             }
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep_until(began + interval) => {}
             // A new leader creates what followers could not route at once, not an interval
             // later (at a first start this is most of the wait for the first record).
             Ok(()) = leader.wait_for(|leads| *leads).map(|r| r.map(drop)), if !led => {}
