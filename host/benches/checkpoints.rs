@@ -45,7 +45,7 @@ fn main() {
 
 /// One run: the checkpoints, with `load` records to mirror at the same time.
 fn run(load: usize) {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("t", PARTITIONS);
     for p in 0..PARTITIONS {

@@ -71,7 +71,7 @@ const SINGLE: &str = "single_instance = true";
 
 /// Process start -> first record on the target (the flow with `extra` lines).
 fn start(rep: usize, extra: &str) -> f64 {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("preloaded", 4);
     for i in 0..20_000 {
@@ -111,7 +111,7 @@ fn start(rep: usize, extra: &str) -> f64 {
 /// A new topic -> its first record on the target, with `existing` topics mirrored (the
 /// flow with `extra` lines).
 fn new_topic(existing: usize, reps: usize, extra: &str) -> Vec<f64> {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     let created = Instant::now();
     let names: Vec<String> = (0..existing).map(|i| format!("existing-{i}")).collect();
@@ -201,7 +201,7 @@ fn new_topic(existing: usize, reps: usize, extra: &str) -> Vec<f64> {
 
 /// One of three instances stopped and started again -> its first record mirrored again.
 fn restart(reps: usize) -> Vec<f64> {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("load", 12);
     let mut feeder = Feeder::start(&primary.addr, "load", 12, 2000);
@@ -277,7 +277,7 @@ fn restart(reps: usize) -> Vec<f64> {
 /// A single-instance flow's instance stopped gracefully and started again -> its first
 /// record mirrored again (a 12-partition topic under load).
 fn restart_single(reps: usize) -> Vec<f64> {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     Client::new(&primary.addr).create_topic("load", 12);
     let mut feeder = Feeder::start(&primary.addr, "load", 12, 2000);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -325,7 +325,7 @@ fn restart_single(reps: usize) -> Vec<f64> {
 /// Process start -> `/ready` with the Python policy `policy` (in its own directory), its
 /// compile cache empty or filled beforehand by `kmirror plugin compile`.
 fn python_start(policy: &Path, precompiled: bool, rep: usize) -> f64 {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     Client::new(&primary.addr).create_topic("orders", 1);
     let dir = tempfile::tempdir().expect("tempdir");
     let plugins = dir.path().join("plugins.d");

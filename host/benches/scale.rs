@@ -24,7 +24,7 @@ fn main() {
     };
     let (topics, per) = (env("TOPICS", 100), env("PER_PARTITION", 100));
     const PARTITIONS: i32 = 10;
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     let value = vec![b'v'; 200];
     for t in 0..topics {

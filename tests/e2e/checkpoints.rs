@@ -139,7 +139,7 @@ fn wait_checkpoint_passes(status: &str, n: usize) {
 
 #[test]
 fn groups_fail_over_to_exactly_the_next_record() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("orders", 2);
     // 12 transactions of 9 records per partition: a commit marker after every 9 records.
@@ -274,7 +274,7 @@ fn groups_fail_over_to_exactly_the_next_record() {
 
 #[test]
 fn group_offsets_are_synced_to_idle_target_groups_and_never_rewound() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("events", 1);
     produce_transactions(&primary.addr, "events", 1, 5, 10);
@@ -361,7 +361,7 @@ fn group_offsets_are_synced_to_idle_target_groups_and_never_rewound() {
 
 #[test]
 fn failover_refuses_partitions_without_a_checkpoint_unless_partial_is_allowed() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("orders", 2);
     produce_transactions(&primary.addr, "orders", 2, 3, 10);
@@ -435,7 +435,7 @@ fn failover_refuses_partitions_without_a_checkpoint_unless_partial_is_allowed() 
 /// they are, and never beyond the partition's end.
 #[test]
 fn a_checkpoint_reloaded_after_the_target_topic_was_recreated_is_not_synced() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("events", 1);
     for i in 0..100 {

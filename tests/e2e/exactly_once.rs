@@ -113,7 +113,7 @@ fn tally_committed(
 
 #[test]
 fn kill_9_under_load_mirrors_every_record_exactly_once() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("load", 4);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -177,7 +177,7 @@ fn kill_9_under_load_mirrors_every_record_exactly_once() {
 
 #[test]
 fn a_graceful_stop_under_load_commits_its_transaction() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("calm", 3);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -212,7 +212,7 @@ fn a_graceful_stop_under_load_commits_its_transaction() {
 
 #[test]
 fn a_paused_instance_whose_shards_moved_is_fenced_and_duplicates_nothing() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("shared", 4);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -299,7 +299,7 @@ fn offset_syncs_on_the_target_are_written_inside_the_transactions() {
 }
 
 fn translation_across_markers(syncs_on_target: bool) {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("ledger", 1);
     for i in 0..30i64 {
@@ -413,7 +413,7 @@ fn translation_across_markers(syncs_on_target: bool) {
 
 #[test]
 fn a_record_the_target_will_not_take_stops_only_its_partition() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     // The test's own producer may send what kmirror's default librdkafka settings refuse.
     let src = Client::with(&primary.addr, &[("message.max.bytes", "4000000")]);
     src.create_topic("mixed", 3);
@@ -456,7 +456,7 @@ fn a_record_the_target_will_not_take_stops_only_its_partition() {
 
 #[test]
 fn a_flow_switched_from_at_least_once_goes_on_where_it_was() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("switch", 2);
     let produce = |from: usize, to: usize| src.produce_ids("switch", 2, from, to);
@@ -489,7 +489,7 @@ fn a_flow_switched_from_at_least_once_goes_on_where_it_was() {
 /// that was there goes on unharmed.
 #[test]
 fn a_topic_created_while_running_joins_its_shards_exactly_once() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("before", 2);
     let dir = tempfile::tempdir().expect("tempdir");

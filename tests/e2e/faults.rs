@@ -47,7 +47,7 @@ fn mirrored_by(status: &str) -> Option<u64> {
 
 #[test]
 fn kill_9_ten_times_under_load_loses_nothing() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("load", 4);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -121,7 +121,7 @@ fn newest_checkpoint(dst: &Client, group: &str) -> Option<i64> {
 
 #[test]
 fn a_restart_under_continuous_load_resumes_checkpoints() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("busy", 2);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -168,7 +168,7 @@ fn a_restart_under_continuous_load_resumes_checkpoints() {
 
 #[test]
 fn a_record_the_target_will_not_take_stops_only_its_partition() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let dst = Client::new(&backup.addr);
     // The test's own producer may send what kmirror's default librdkafka settings refuse.
     let src = Client::with(&primary.addr, &[("message.max.bytes", "4000000")]);
@@ -273,7 +273,7 @@ fn the_target_then_the_source_unreachable_for_a_while_loses_nothing() {
 
 #[test]
 fn a_graceful_stop_during_catch_up_loses_and_duplicates_nothing() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("backlog", 4);
     const N: usize = 60_000;

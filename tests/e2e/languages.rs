@@ -73,7 +73,7 @@ fn python_and_javascript_policies_mirror_real_topics() {
         build(project, &plugins.join(file), &dir.path().join("cache"));
     }
 
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("keep-orders", 2);
     src.create_topic("other", 1);

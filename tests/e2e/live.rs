@@ -96,7 +96,7 @@ fn wait_log(k: &Kmirror, what: &str) {
 
 #[test]
 fn a_replaced_policy_names_new_topics_and_renames_when_the_flow_allows_it() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("orders", 1);
     produce(&src, "orders", 0, 20);
@@ -180,7 +180,7 @@ fn a_replaced_policy_names_new_topics_and_renames_when_the_flow_allows_it() {
 
 #[test]
 fn a_renaming_a_broken_or_a_removed_component_leaves_the_running_one_serving() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     for t in ["orders", "hidden-a"] {
         src.create_topic(t, 1);
@@ -286,7 +286,7 @@ topic_filter = { plugin = "filter.wasm", config = { "topics.exclude" = "hidden.*
 
 #[test]
 fn sighup_adds_and_removes_flows_and_an_invalid_file_changes_nothing() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("orders", 1);
     produce(&src, "orders", 0, 10);
@@ -417,7 +417,7 @@ fn plan(args: &[&str]) -> serde_json::Value {
 
 #[test]
 fn plan_shows_every_topic_and_what_a_candidate_would_change_writing_nothing() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     for (t, n) in [("orders", 3), ("grown", 4), ("fresh", 2), ("hidden-a", 1)] {
         src.create_topic(t, n);

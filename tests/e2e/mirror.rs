@@ -66,7 +66,7 @@ fn decode_sync(key: &[u8], value: &[u8]) -> (String, i32, i64, i64) {
 
 #[test]
 fn records_topics_syncs_and_heartbeats_are_mirrored() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("orders", 3);
     src.create_topic("payments", 2);
@@ -196,7 +196,7 @@ fn records_topics_syncs_and_heartbeats_are_mirrored() {
 
 #[test]
 fn a_topic_created_while_running_is_mirrored_within_two_refresh_intervals() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("first", 1);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -242,7 +242,7 @@ fn a_topic_created_while_running_is_mirrored_within_two_refresh_intervals() {
 
 #[test]
 fn upstream_heartbeats_flow_through_renamed() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     // A heartbeats topic on the source, as an upstream mirror would have written it.
     src.create_topic("heartbeats", 1);
@@ -268,7 +268,7 @@ replication_policy = { plugin = "prod_prefix.wasm" }"#;
 
 #[test]
 fn status_reports_mirrored_topics_and_syncs_can_live_on_the_target() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("keep", 1);
     src.create_topic("orders", 2);

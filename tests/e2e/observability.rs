@@ -193,7 +193,7 @@ fn the_dashboard_and_the_alerts_work_against_a_real_prometheus() {
         installed.is_ok_and(|o| o.status.success()),
         "the Prometheus server is not installed: run scripts/setup.sh (as root: it installs Debian's prometheus package)"
     );
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("orders", 3);
     for i in 0..30 {

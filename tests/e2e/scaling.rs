@@ -95,7 +95,7 @@ fn settled(configs: &[(PathBuf, String)], partitions: usize, members: usize) -> 
 
 #[test]
 fn three_instances_share_the_partitions_and_survive_losing_one() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("shared", 12);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -177,7 +177,7 @@ fn three_instances_share_the_partitions_and_survive_losing_one() {
 
 #[test]
 fn a_rolling_restart_loses_nothing() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("rolling", 6);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -259,7 +259,7 @@ fn on_target(dst: &Client, topic: &str, partitions: i32, at_least: usize) -> usi
 
 #[test]
 fn restarts_of_an_instance_with_default_settings_flow_again_each_time() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     // Some unrelated topics, as a real cluster has (the reported case had 50-200).
     for i in 0..30 {
@@ -299,7 +299,7 @@ fn restarts_of_an_instance_with_default_settings_flow_again_each_time() {
 
 #[test]
 fn a_killed_instance_re_mirrors_at_most_a_flush_interval() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("killed", 12);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -367,7 +367,7 @@ fn a_killed_instance_re_mirrors_at_most_a_flush_interval() {
 #[test]
 fn a_control_topic_with_several_partitions_is_refused_naming_it() {
     // Every member holding one of its partitions would lead: several leaders.
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("kmirror-leader.backup.internal", 3);
     src.create_topic("orders", 1);
@@ -396,7 +396,7 @@ fn a_control_topic_with_several_partitions_is_refused_naming_it() {
 fn partitions_nobody_mirrors_are_reported_and_the_group_rebalanced() {
     use rdkafka::ClientConfig;
     use rdkafka::consumer::{BaseConsumer, Consumer};
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let src = Client::new(&primary.addr);
     src.create_topic("held", 4);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -505,7 +505,7 @@ fn logged_at(log: &str, parts: &[&str], last: bool) -> Option<String> {
 
 #[test]
 fn a_single_instance_mirrors_without_joining_a_group_and_a_graceful_restart_mirrors_at_once() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("solo", 6);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -589,7 +589,7 @@ fn a_single_instance_mirrors_without_joining_a_group_and_a_graceful_restart_mirr
 
 #[test]
 fn a_second_single_instance_fences_the_first_which_stops_before_the_second_mirrors() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("fenced", 6);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -675,7 +675,7 @@ fn a_second_single_instance_fences_the_first_which_stops_before_the_second_mirro
 
 #[test]
 fn a_single_instance_stopped_while_it_waits_for_a_crashed_holder_leaves_the_lease_held() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("crashed", 3);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -732,7 +732,7 @@ fn a_single_instance_stopped_while_it_waits_for_a_crashed_holder_leaves_the_leas
 
 #[test]
 fn instances_with_and_without_single_instance_started_one_after_the_other_never_mirror_together() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("modes", 4);
     let dir = tempfile::tempdir().expect("tempdir");

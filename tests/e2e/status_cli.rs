@@ -31,7 +31,7 @@ fn row<'a>(out: &'a str, topic: &str, partition: i32) -> Option<&'a str> {
 
 #[test]
 fn status_shows_the_mirror_its_paused_partition_and_a_stopped_daemon() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     // The test's own producer may send what the target's settings in kmirror refuse.
     let src = Client::with(&primary.addr, &[("message.max.bytes", "4000000")]);
     let topic = unique("orders");

@@ -1,9 +1,13 @@
-//! Taking over from MirrorMaker 2 end to end. MM2 itself does not run here: the test writes
-//! the state MM2 leaves, in MM2's formats — the first part of the source copied to the
-//! target topic, Connect's offsets topic `mm2-offsets.primary.internal` (JSON keys and
-//! values, the last record per key winning, a tombstone deleting one), and MM2's offset
-//! syncs (no kmirror marker) — then kmirror takes over: every record reaches the target
-//! exactly once, and a group's checkpoints go on exactly.
+//! Taking over from MirrorMaker 2 end to end.
+//!
+//! - From a real MirrorMaker 2 (dedicated mode, Apache Kafka's own jars): MM2 copies part of
+//!   a topic and checkpoints a group, stops; kmirror takes over — every record on the
+//!   target exactly once, the group's checkpoints going on from MM2's — and MM2's own
+//!   client (`RemoteClusterUtils.translateOffsets`, `tests/kafka/Translate.java`) reads
+//!   kmirror's checkpoints with the answers `kmirror offsets translate` gives.
+//! - From state written in MM2's formats by the test (it runs on Tansu too, and covers what
+//!   a real MM2 rarely leaves): Connect's offsets topic `mm2-offsets.primary.internal` with
+//!   a superseded position and a tombstone, and MM2's offset syncs (no kmirror marker).
 
 mod support;
 
@@ -38,9 +42,201 @@ fn sync(src: &Client, topic: &str, partition: i32, up: i64, down: i64) {
     );
 }
 
+/// MM2's positions in `mm2-offsets.primary.internal` on `target`: (topic, partition) ->
+/// the last upstream offset it wrote and committed.
+fn mm2_positions(target: &str) -> std::collections::BTreeMap<(String, i32), i64> {
+    let mut out = std::collections::BTreeMap::new();
+    let dst = Client::new(target);
+    let Some(parts) = dst.partitions("mm2-offsets.primary.internal") else {
+        return out;
+    };
+    for r in dst.read_all(
+        "mm2-offsets.primary.internal",
+        parts,
+        1,
+        Duration::from_secs(3),
+    ) {
+        let Some(key) = r.key.as_deref() else {
+            continue;
+        };
+        let key: serde_json::Value = serde_json::from_slice(key).expect("json key");
+        if key[0] != "MirrorSourceConnector" {
+            continue;
+        }
+        let (topic, partition) = (
+            key[1]["topic"].as_str().expect("topic").to_string(),
+            key[1]["partition"].as_i64().expect("partition") as i32,
+        );
+        match r.value.as_deref() {
+            Some(v) => {
+                let v: serde_json::Value = serde_json::from_slice(v).expect("json value");
+                out.insert((topic, partition), v["offset"].as_i64().expect("offset"));
+            }
+            None => {
+                out.remove(&(topic, partition));
+            }
+        }
+    }
+    out
+}
+
+/// MM2's own answer (RemoteClusterUtils.translateOffsets on the target) for `group`:
+/// "topic partition offset" lines.
+fn mm2_translate(target: &str, group: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let program =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/kafka/Translate.java");
+    let out = kafka::java(dir.path(), "256m")
+        .arg(program)
+        .args([target, "primary", group])
+        .output()
+        .expect("java");
+    assert!(
+        out.status.success(),
+        "Translate.java: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn kmirror_takes_over_from_a_real_mirrormaker_2() {
+    let (primary, backup) = Broker::kafka_pair(
+        &kafka::KafkaOptions::default(),
+        &kafka::KafkaOptions::default(),
+    );
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("orders", 2);
+    src.produce_ids("orders", 2, 0, 200);
+    commit(&primary.addr, "app", "orders", &[(0, 30), (1, 40)]);
+
+    // MM2 copies all 200 and checkpoints the group, then stops.
+    let mut mm2 = kafka::Mm2::start(&kafka::Mm2::test_properties(
+        &primary.addr,
+        &backup.addr,
+        "primary->backup.topics = orders\nprimary->backup.groups = app",
+    ));
+    let mm2_done = poll_until(Duration::from_secs(180), || {
+        let pos = mm2_positions(&backup.addr);
+        let copied = pos.get(&("orders".to_string(), 0)) == Some(&99)
+            && pos.get(&("orders".to_string(), 1)) == Some(&99);
+        let cps = checkpoints(&backup.addr);
+        let checkpointed = cps.contains_key(&("app".into(), "primary.orders".into(), 0))
+            && cps.contains_key(&("app".into(), "primary.orders".into(), 1));
+        (copied && checkpointed).then_some(cps)
+    });
+    let mm2_checkpoints = mm2_done.unwrap_or_else(|| {
+        panic!(
+            "MirrorMaker 2 did not copy and checkpoint in 180 s; positions {:?}; its log:\n{}",
+            mm2_positions(&backup.addr),
+            mm2.log()
+        )
+    });
+    mm2.stop();
+    // MM2 3.5+ keeps a sparse set of syncs and translates to the last one at or before a
+    // group's offset: never ahead.
+    assert!(
+        mm2_checkpoints[&("app".into(), "primary.orders".into(), 0)].1 <= 30,
+        "MM2's own checkpoint: {mm2_checkpoints:?}"
+    );
+    let by_mm2 = dst.read_all("primary.orders", 2, 200, Duration::from_secs(30));
+    assert_eq!(by_mm2.len(), 200, "MM2 copied every record once");
+
+    // The rest after MM2 stopped; the group moves on.
+    src.produce_ids("orders", 2, 200, 300);
+    commit(&primary.addr, "app", "orders", &[(0, 120), (1, 130)]);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let flows = r#"[[flows]]
+source = "primary"
+target = "backup"
+take_over_from_mm2 = true
+topic_filter = { builtin = "default-topic-filter", config = { "topics" = "orders" } }
+refresh_topics_interval = "1s"
+offset_flush_interval = "500ms"
+emit_heartbeats_enabled = false
+emit_checkpoints_interval = "500ms"
+refresh_groups_interval = "500ms"
+replication_factor = 1
+session_timeout = "6s"
+"#;
+    let cfg = config_file(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        &plugins_dir(),
+        Some(&status),
+        flows,
+    );
+    let mut k = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
+    let (missing, dup) = tally(&dst, "primary.orders", 2, 300, T);
+    assert_eq!(
+        (missing, dup),
+        (0, 0),
+        "every record exactly once; log:\n{}",
+        k.logs()
+    );
+    assert!(
+        k.logs().contains("took over from MirrorMaker 2"),
+        "{}",
+        k.logs()
+    );
+    // The group's checkpoints go on from MM2's: exact at its new positions.
+    let want = vec![
+        "primary.orders 0 120".to_string(),
+        "primary.orders 1 130".to_string(),
+    ];
+    wait_for("app checkpointed at 120 / 130", T, || {
+        let cps = checkpoints(&backup.addr);
+        (cps.get(&("app".into(), "primary.orders".into(), 0))
+            .map(|c| c.1)
+            == Some(120)
+            && cps
+                .get(&("app".into(), "primary.orders".into(), 1))
+                .map(|c| c.1)
+                == Some(130))
+        .then_some(())
+    });
+    // MM2's client reads kmirror's checkpoints as kmirror's own command does.
+    assert_eq!(mm2_translate(&backup.addr, "app"), want);
+    let (code, out, err) = kmirror_cli(&[
+        "offsets",
+        "translate",
+        "--config",
+        cfg.to_str().expect("path"),
+        "--flow",
+        "primary->backup",
+        "--group",
+        "app",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let mut ours: Vec<String> = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {}",
+                r["topic"].as_str().expect("topic"),
+                r["partition"],
+                r["offset"]
+            )
+        })
+        .collect();
+    ours.sort();
+    assert_eq!(ours, want, "kmirror offsets translate");
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}
+
 #[test]
 fn kmirror_takes_over_from_mirrormaker_2_without_copying_again() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("orders", 2);
     let value = |p: usize, i: usize| format!("p{p}-{i}");

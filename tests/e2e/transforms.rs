@@ -58,7 +58,7 @@ const CHAIN: &str = r#"record_transforms = [
 
 #[test]
 fn a_chain_added_to_a_running_daemon_drops_internal_records_and_masks_fields() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("payments", 2);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -237,7 +237,7 @@ record_transforms = [{{ plugin = "drop_by_header.wasm", config = {{ header = "in
 
 #[test]
 fn checkpoints_stay_exact_around_records_a_transform_dropped() {
-    let (primary, backup) = (Broker::start(), Broker::start());
+    let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("orders", 1);
     // Offsets 0..30; 10..20 are tagged internal and left out: the target holds 0..10 and

@@ -1,12 +1,15 @@
-//! End-to-end harness: real Tansu brokers on free loopback ports, the real `kmirror`
-//! binary, real plugins from `plugins/`, and a Kafka client (rdkafka, driven directly by
-//! the test) that shares no code with kmirror.
+//! End-to-end harness: real brokers on free loopback ports — Apache Kafka by default
+//! ([`kafka`]), Tansu where a test asks for it or `KMIRROR_TEST_BROKER=tansu` — the real
+//! `kmirror` binary, real plugins from `plugins/`, and a Kafka client (rdkafka, driven
+//! directly by the test) that shares no code with kmirror.
 //!
 //! Every child process is killed when its handle drops, and also when the test process
 //! dies (PR_SET_PDEATHSIG), so a failed run never leaves a broker serving the next one.
 
 #![allow(dead_code)]
 
+pub mod admin;
+pub mod kafka;
 pub mod proxy;
 pub mod txn;
 
@@ -77,34 +80,140 @@ fn tansu_bin() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-/// A Tansu broker with in-memory storage.
+/// Which broker a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrokerKind {
+    /// Apache Kafka (single-node KRaft, [`kafka::Kafka`]): the default.
+    Kafka,
+    /// Tansu, a Kafka-protocol broker in Rust with in-memory storage.
+    Tansu,
+}
+
+impl BrokerKind {
+    /// `KMIRROR_TEST_BROKER` (`kafka`, the default, or `tansu`).
+    pub fn from_env() -> BrokerKind {
+        match std::env::var("KMIRROR_TEST_BROKER").as_deref() {
+            Ok("tansu") => BrokerKind::Tansu,
+            Ok("kafka") | Err(_) => BrokerKind::Kafka,
+            Ok(other) => panic!("KMIRROR_TEST_BROKER={other}: expected kafka or tansu"),
+        }
+    }
+}
+
+/// A broker a test started; it dies with the handle and with the test process.
 pub struct Broker {
-    /// `127.0.0.1:port`.
+    /// `127.0.0.1:port` (PLAINTEXT).
     pub addr: String,
-    child: Child,
+    inner: Inner,
+}
+
+enum Inner {
+    Tansu(Child),
+    Kafka(kafka::Kafka),
 }
 
 impl Broker {
-    /// Starts a broker on a free port and waits until it accepts connections.
+    /// Starts a broker of the kind `KMIRROR_TEST_BROKER` names (Apache Kafka by default)
+    /// on free ports and waits until it serves.
     pub fn start() -> Broker {
-        let port = free_port();
-        Self::start_advertising(port, port)
+        Self::start_kind(BrokerKind::from_env(), None)
+    }
+
+    /// Two brokers (a source and a target) of the kind `KMIRROR_TEST_BROKER` names,
+    /// started side by side.
+    pub fn pair() -> (Broker, Broker) {
+        match BrokerKind::from_env() {
+            BrokerKind::Kafka => {
+                let mut both = kafka::Kafka::start_many(&[
+                    kafka::KafkaOptions::default(),
+                    kafka::KafkaOptions::default(),
+                ]);
+                let b = both.pop().expect("two");
+                let a = both.pop().expect("two");
+                (Self::from_kafka(a), Self::from_kafka(b))
+            }
+            BrokerKind::Tansu => (Self::tansu(), Self::tansu()),
+        }
+    }
+
+    /// Two Kafka clusters with `a` and `b`, started side by side.
+    pub fn kafka_pair(a: &kafka::KafkaOptions, b: &kafka::KafkaOptions) -> (Broker, Broker) {
+        let mut both = kafka::Kafka::start_many(&[a.clone(), b.clone()]);
+        let second = both.pop().expect("two");
+        let first = both.pop().expect("two");
+        (Self::from_kafka(first), Self::from_kafka(second))
+    }
+
+    fn from_kafka(k: kafka::Kafka) -> Broker {
+        Broker {
+            addr: k.addr.clone(),
+            inner: Inner::Kafka(k),
+        }
+    }
+
+    /// An Apache Kafka cluster with `opts` (SASL, TLS, an authorizer, short retention...),
+    /// whatever `KMIRROR_TEST_BROKER` says: for tests of what only Kafka serves.
+    pub fn kafka(opts: &kafka::KafkaOptions) -> Broker {
+        Self::from_kafka(kafka::Kafka::start_with(opts))
+    }
+
+    /// A Tansu broker, whatever `KMIRROR_TEST_BROKER` says.
+    pub fn tansu() -> Broker {
+        Self::start_kind(BrokerKind::Tansu, None)
+    }
+
+    /// Which broker this is.
+    pub fn kind(&self) -> BrokerKind {
+        match self.inner {
+            Inner::Tansu(_) => BrokerKind::Tansu,
+            Inner::Kafka(_) => BrokerKind::Kafka,
+        }
+    }
+
+    /// The Kafka cluster behind it (panics on Tansu).
+    pub fn cluster(&self) -> &kafka::Kafka {
+        match &self.inner {
+            Inner::Kafka(k) => k,
+            Inner::Tansu(_) => panic!("a Kafka cluster was expected, this is Tansu"),
+        }
+    }
+
+    /// The Kafka cluster behind it, to stop or restart (panics on Tansu).
+    pub fn cluster_mut(&mut self) -> &mut kafka::Kafka {
+        match &mut self.inner {
+            Inner::Kafka(k) => k,
+            Inner::Tansu(_) => panic!("a Kafka cluster was expected, this is Tansu"),
+        }
     }
 
     /// Starts a broker behind a [`proxy::Proxy`]: it advertises the proxy's address, so
     /// every client goes through the proxy. The broker's `addr` is the proxy's.
     pub fn behind_proxy() -> (Broker, proxy::Proxy) {
-        let (port, proxy_port) = (free_port(), free_port());
-        let proxy = proxy::Proxy::start(
-            &format!("127.0.0.1:{proxy_port}"),
-            &format!("127.0.0.1:{port}"),
-        );
-        let mut broker = Self::start_advertising(port, proxy_port);
+        let proxy_port = free_port();
+        let mut broker = Self::start_kind(BrokerKind::from_env(), Some(proxy_port));
+        let listen = match &broker.inner {
+            Inner::Kafka(k) => k.listen_addr(),
+            Inner::Tansu(_) => broker.addr.clone(),
+        };
+        let proxy = proxy::Proxy::start(&format!("127.0.0.1:{proxy_port}"), &listen);
         broker.addr = proxy.addr.clone();
         (broker, proxy)
     }
 
-    fn start_advertising(port: u16, advertised: u16) -> Broker {
+    fn start_kind(kind: BrokerKind, advertised: Option<u16>) -> Broker {
+        match kind {
+            BrokerKind::Kafka => Self::from_kafka(kafka::Kafka::start_with(&kafka::KafkaOptions {
+                advertised_port: advertised,
+                ..Default::default()
+            })),
+            BrokerKind::Tansu => {
+                let port = free_port();
+                Self::start_tansu(port, advertised.unwrap_or(port))
+            }
+        }
+    }
+
+    fn start_tansu(port: u16, advertised: u16) -> Broker {
         let url = format!("tcp://127.0.0.1:{port}");
         let advertised = format!("tcp://127.0.0.1:{advertised}");
         let mut cmd = Command::new(tansu_bin());
@@ -124,14 +233,19 @@ impl Broker {
         wait_for("the broker to listen", Duration::from_secs(20), || {
             std::net::TcpStream::connect(&addr).ok()
         });
-        Broker { addr, child }
+        Broker {
+            addr,
+            inner: Inner::Tansu(child),
+        }
     }
 }
 
 impl Drop for Broker {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Inner::Tansu(child) = &mut self.inner {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

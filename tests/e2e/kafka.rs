@@ -1,0 +1,833 @@
+//! What only a real Apache Kafka serves, end to end: the real binary between two
+//! single-node KRaft clusters (`support/kafka.rs`), every result read by the test's own
+//! client or by Kafka's own tools.
+//!
+//! - a source partition added (CreatePartitions) is mirrored, the target grown, nothing
+//!   dropped;
+//! - topic configs: a compacted source topic is created compacted; a changed `retention.ms`
+//!   reaches the target; the source broker's static settings are never copied;
+//! - a topic whose configs kmirror may not read is not created;
+//! - ACL sync against `StandardAuthorizer`, by MM2's rules, and deletion of what it synced;
+//! - a transactional source producer that commits and aborts: no aborted record reaches the
+//!   target, at-least-once and exactly-once, and translation stays exact across the markers;
+//! - records deleted at the source (`DeleteRecords`) before they were mirrored: the lost
+//!   range reported exactly, nothing else skipped, at-least-once and exactly-once;
+//! - a source topic deleted and recreated while mirrored: reported, never a crash;
+//! - consumer groups of both protocols (classic and KIP-848) checkpointed and synced;
+//! - TLS and SASL/SCRAM as operators connect, and a wrong password or an untrusted
+//!   certificate reported clearly, naming the cluster, never logging a secret.
+
+mod support;
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use support::admin::{acl_command, topic_acls};
+use support::kafka::KafkaOptions;
+use support::*;
+
+const T: Duration = Duration::from_secs(90);
+
+/// A config between `primary` and `backup` with a status endpoint and `flow_extra`.
+fn config_with_status(
+    dir: &Path,
+    primary: &str,
+    backup: &str,
+    status: &str,
+    flow_extra: &str,
+) -> PathBuf {
+    let path = write_config(dir, primary, backup, flow_extra);
+    let text = std::fs::read_to_string(&path).expect("config");
+    std::fs::write(&path, format!("[status]\nlisten = \"{status}\"\n\n{text}")).expect("config");
+    path
+}
+
+/// The flow's `/status` object.
+fn flow_status(status: &str) -> Option<serde_json::Value> {
+    Some(http_get(status, "/status")?.1["flows"][0].clone())
+}
+
+#[test]
+fn a_source_partition_added_is_mirrored_and_the_target_grown() {
+    let (primary, backup) = Broker::pair();
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("orders", 2);
+    src.produce_ids("orders", 2, 0, 40);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &primary.addr, &backup.addr, "");
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let (missing, dup) = tally(&dst, "primary.orders", 2, 40, T);
+    assert_eq!((missing, dup), (0, 0), "log:\n{}", k.logs());
+
+    // Grown to 4 while mirrored: the new partitions' records arrive in the same partitions
+    // of a target grown to 4, and the old ones keep flowing.
+    src.grow("orders", 4);
+    src.produce_ids("orders", 4, 40, 120);
+    wait_for("the target topic grown to 4", T, || {
+        (dst.partitions("primary.orders") == Some(4)).then_some(())
+    });
+    let (missing, dup) = tally(&dst, "primary.orders", 4, 120, T);
+    assert_eq!((missing, dup), (0, 0), "log:\n{}", k.logs());
+    for p in 2..4 {
+        let recs = dst.read_all_partition("primary.orders", p, 20, Duration::from_secs(10));
+        assert!(
+            recs.iter().all(|r| {
+                let id: usize = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default())
+                    .trim_start_matches("id-")
+                    .parse()
+                    .expect("id");
+                id % 4 == p as usize
+            }),
+            "partition {p} holds only its own records"
+        );
+    }
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}
+
+#[test]
+fn topic_configs_are_copied_at_creation_and_synced_but_never_broker_settings() {
+    // The source broker sets a static default that must not become a target topic override.
+    let (primary, backup) = Broker::kafka_pair(
+        &KafkaOptions::default().set("log.segment.bytes", "2097152"),
+        &KafkaOptions::default(),
+    );
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic_with(
+        "accounts",
+        1,
+        &[("cleanup.policy", "compact"), ("retention.ms", "3600000")],
+    );
+    src.create_topic("plain", 1);
+    src.produce_ids("accounts", 1, 0, 5);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        "sync_topic_configs_interval = \"2s\"",
+    );
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    wait_for("primary.accounts and primary.plain", T, || {
+        (dst.partitions("primary.accounts").is_some() && dst.partitions("primary.plain").is_some())
+            .then_some(())
+    });
+    let accounts = dst.topic_overrides("primary.accounts");
+    assert_eq!(
+        accounts.get("cleanup.policy").map(String::as_str),
+        Some("compact"),
+        "created compacted: {accounts:?}"
+    );
+    assert_eq!(
+        accounts.get("retention.ms").map(String::as_str),
+        Some("3600000")
+    );
+    assert_eq!(
+        src.topic_configs("accounts")["segment.bytes"].source,
+        "StaticBroker",
+        "the source's segment.bytes is the broker's static setting"
+    );
+    for topic in ["primary.accounts", "primary.plain"] {
+        let overrides = dst.topic_overrides(topic);
+        assert!(
+            !overrides.contains_key("segment.bytes"),
+            "a static broker setting of the source copied to {topic}: {overrides:?}"
+        );
+    }
+    assert_eq!(
+        dst.topic_configs("primary.plain")["segment.bytes"].source,
+        "Default"
+    );
+
+    // A changed retention reaches the target within the sync interval (and a few passes).
+    src.set_topic_configs(
+        "accounts",
+        &[("cleanup.policy", "compact"), ("retention.ms", "7200000")],
+    );
+    wait_for("retention.ms synced", Duration::from_secs(30), || {
+        (dst.topic_overrides("primary.accounts").get("retention.ms")
+            == Some(&"7200000".to_string()))
+        .then_some(())
+    });
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}
+
+/// A cluster with SASL and `StandardAuthorizer`, and a kmirror cluster section that connects
+/// to it as `user` over SASL/PLAIN.
+fn sasl_cluster(user: &str, password: &str, addr: &str) -> String {
+    format!(
+        "bootstrap_servers = \"{addr}\"\n[clusters.{{name}}.librdkafka]\n\"security.protocol\" = \"SASL_PLAINTEXT\"\n\"sasl.mechanism\" = \"PLAIN\"\n\"sasl.username\" = \"{user}\"\n\"sasl.password\" = \"{password}\"\n"
+    )
+}
+
+/// A config whose clusters are given as TOML sections (`bootstrap_servers` and whatever
+/// follows; `{name}` is replaced by the cluster's name).
+fn config_with_clusters(dir: &Path, primary: &str, backup: &str, flow: &str) -> PathBuf {
+    let text = format!(
+        "[clusters.primary]\n{}\n[clusters.backup]\n{}\n[plugins]\ndir = \"{}\"\ncache_dir = \"{}\"\n\n{flow}",
+        primary.replace("{name}", "primary"),
+        backup.replace("{name}", "backup"),
+        plugins_dir().display(),
+        dir.join("cache").display(),
+    );
+    let path = dir.join("kmirror.toml");
+    std::fs::write(&path, text).expect("config");
+    path
+}
+
+#[test]
+fn a_topic_whose_configs_cannot_be_read_is_not_created() {
+    let (primary, backup) = Broker::kafka_pair(
+        &KafkaOptions::default().sasl().authorizer(),
+        &KafkaOptions::default(),
+    );
+    let src = Client::new(&primary.addr);
+    let dst = Client::new(&backup.addr);
+    src.create_topic("readable", 1);
+    src.create_topic("secret", 1);
+    src.produce_ids("readable", 1, 0, 10);
+    src.produce_ids("secret", 1, 0, 10);
+    // alice may read and describe both topics, and describe the configs of one only.
+    for topic in ["readable", "secret"] {
+        acl_command(
+            &primary.addr,
+            &[
+                "--add",
+                "--allow-principal",
+                "User:alice",
+                "--operation",
+                "Read",
+                "--operation",
+                "Describe",
+                "--topic",
+                topic,
+            ],
+        );
+    }
+    acl_command(
+        &primary.addr,
+        &[
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "DescribeConfigs",
+            "--topic",
+            "readable",
+        ],
+    );
+    acl_command(
+        &primary.addr,
+        &[
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "All",
+            "--group",
+            "*",
+        ],
+    );
+    acl_command(
+        &primary.addr,
+        &[
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "All",
+            "--topic",
+            "mm2-offset-syncs.backup.internal",
+        ],
+    );
+    acl_command(
+        &primary.addr,
+        &[
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Describe",
+            "--cluster",
+        ],
+    );
+    acl_command(
+        &primary.addr,
+        &[
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Create",
+            "--cluster",
+        ],
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let flow = format!(
+        "[status]\nlisten = \"{status}\"\n\n{}",
+        flow_table("primary", "backup", "sync_topic_acls_enabled = false")
+    );
+    let config = config_with_clusters(
+        dir.path(),
+        &sasl_cluster("alice", "alice-secret", primary.cluster().sasl_addr()),
+        &format!("bootstrap_servers = \"{}\"\n", backup.addr),
+        &flow,
+    );
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let (missing, dup) = tally(&dst, "primary.readable", 1, 10, T);
+    assert_eq!((missing, dup), (0, 0), "log:\n{}", k.logs());
+    // Several passes later the unreadable one is still not there, and the flow says why.
+    wait_for("the refused topic reported", T, || {
+        let s = flow_status(&status)?;
+        s.to_string().contains("secret").then_some(())
+    });
+    assert!(
+        !dst.topics().contains_key("primary.secret"),
+        "created without its configs; log:\n{}",
+        k.logs()
+    );
+    assert!(
+        !k.logs().contains("alice-secret"),
+        "a password logged:\n{}",
+        k.logs()
+    );
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}
+
+#[test]
+fn topic_acls_are_synced_by_mm2_rules_and_only_synced_ones_deleted() {
+    let (primary, backup) = Broker::kafka_pair(
+        &KafkaOptions::default().authorizer(),
+        &KafkaOptions::default().authorizer(),
+    );
+    let src = Client::new(&primary.addr);
+    src.create_topic("orders", 1);
+    src.create_topic("other", 1);
+    let add = |principal: &str, op: &str, topic: &str, extra: &[&str]| {
+        let mut args = vec![
+            "--add",
+            "--allow-principal",
+            principal,
+            "--operation",
+            op,
+            "--topic",
+            topic,
+        ];
+        args.extend(extra);
+        acl_command(&primary.addr, &args);
+    };
+    add("User:alice", "Read", "orders", &[]);
+    add("User:alice", "Write", "orders", &[]); // never copied (MM2: no ALLOW WRITE)
+    add("User:bob", "All", "orders", &[]); // copied as READ
+    add("User:carol", "Read", "*", &[]); // the wildcard: never
+    add(
+        "User:dave",
+        "Read",
+        "ord",
+        &["--resource-pattern-type", "prefixed"],
+    ); // not literal
+    add("User:erin", "Describe", "other", &[]);
+    // On the target, an operator's own binding on the mirrored topic: never deleted.
+    acl_command(
+        &backup.addr,
+        &[
+            "--add",
+            "--allow-principal",
+            "User:zed",
+            "--operation",
+            "Read",
+            "--topic",
+            "primary.orders",
+        ],
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        "sync_topic_acls_interval = \"2s\"\nsync_topic_acls_delete = true",
+    );
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let expected = vec![
+        "User:alice READ ALLOW".to_string(),
+        "User:bob READ ALLOW".to_string(),
+        "User:zed READ ALLOW".to_string(),
+    ];
+    let got = poll_until(T, || {
+        let acls = topic_acls(&backup.addr, "primary.orders");
+        (acls == expected).then_some(acls)
+    });
+    assert_eq!(
+        got.unwrap_or_else(|| topic_acls(&backup.addr, "primary.orders")),
+        expected,
+        "log:\n{}",
+        k.logs()
+    );
+    assert_eq!(
+        topic_acls(&backup.addr, "primary.other"),
+        vec!["User:erin DESCRIBE ALLOW".to_string()]
+    );
+    assert!(
+        topic_acls(&backup.addr, "*").is_empty(),
+        "the wildcard binding copied"
+    );
+
+    // Removed at the source: deleted on the target; the operator's own binding stays.
+    acl_command(
+        &primary.addr,
+        &[
+            "--remove",
+            "--force",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--topic",
+            "orders",
+        ],
+    );
+    let expected = vec![
+        "User:bob READ ALLOW".to_string(),
+        "User:zed READ ALLOW".to_string(),
+    ];
+    let got = poll_until(T, || {
+        let acls = topic_acls(&backup.addr, "primary.orders");
+        (acls == expected).then_some(acls)
+    });
+    assert_eq!(
+        got.unwrap_or_else(|| topic_acls(&backup.addr, "primary.orders")),
+        expected,
+        "log:\n{}",
+        k.logs()
+    );
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}
+
+/// Writes three transactions of ten records to `topic`[0]: committed, aborted, committed
+/// (values `c0..c9`, `a0..a9`, `c10..c19`), with a transactional producer.
+fn produce_committed_and_aborted(addr: &str, topic: &str) {
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("transactional.id", unique("txn-source"))
+        .create()
+        .expect("transactional producer");
+    producer
+        .init_transactions(Duration::from_secs(30))
+        .expect("init transactions");
+    let send = |v: String| {
+        producer
+            .send(BaseRecord::to(topic).partition(0).key(&v).payload(&v))
+            .map_err(|(e, _)| e)
+            .expect("send");
+    };
+    for (values, commit) in [
+        ((0..10).map(|i| format!("c{i}")).collect::<Vec<_>>(), true),
+        ((0..10).map(|i| format!("a{i}")).collect(), false),
+        ((10..20).map(|i| format!("c{i}")).collect(), true),
+    ] {
+        producer.begin_transaction().expect("begin");
+        for v in values {
+            send(v);
+        }
+        producer.flush(Duration::from_secs(30)).expect("flush");
+        if commit {
+            producer
+                .commit_transaction(Duration::from_secs(30))
+                .expect("commit");
+        } else {
+            producer
+                .abort_transaction(Duration::from_secs(30))
+                .expect("abort");
+        }
+    }
+}
+
+/// Every value of `topic`[0] on `addr` as a `read_committed` consumer sees it.
+fn read_committed_values(addr: &str, topic: &str, expected: usize) -> Vec<String> {
+    use rdkafka::message::Message;
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", unique("rc-reader"))
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("reader");
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, rdkafka::Offset::Beginning)
+        .expect("tpl");
+    consumer.assign(&tpl).expect("assign");
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + T;
+    let mut settle = None;
+    while std::time::Instant::now() < deadline {
+        if out.len() >= expected {
+            let s = *settle
+                .get_or_insert_with(|| std::time::Instant::now() + Duration::from_millis(1500));
+            if std::time::Instant::now() > s {
+                break;
+            }
+        }
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+            out.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+        }
+    }
+    out
+}
+
+fn aborted_records_never_reach_the_target(exactly_once: bool) {
+    let (primary, backup) = Broker::pair();
+    let src = Client::new(&primary.addr);
+    src.create_topic("ledger", 1);
+    produce_committed_and_aborted(&primary.addr, "ledger");
+    // A group between the first transaction's marker and the aborted one, and one after
+    // everything: translation must be exact across the markers.
+    commit(&primary.addr, "g-after-first", "ledger", &[(0, 11)]);
+    commit(&primary.addr, "g-end", "ledger", &[(0, 33)]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let flow = if exactly_once {
+        "exactly_once = true\nexactly_once_shards = 1\nemit_checkpoints_interval = \"500ms\"\nrefresh_groups_interval = \"500ms\""
+    } else {
+        "emit_checkpoints_interval = \"500ms\"\nrefresh_groups_interval = \"500ms\""
+    };
+    let config = write_config(dir.path(), &primary.addr, &backup.addr, flow);
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let expected: Vec<String> = (0..20).map(|i| format!("c{i}")).collect();
+    let got = read_committed_values(&backup.addr, "primary.ledger", 20);
+    assert_eq!(got, expected, "log:\n{}", k.logs());
+    if !exactly_once {
+        // Written without transactions: a read_uncommitted reader sees the same.
+        let raw: Vec<String> = dst_values(&backup.addr, "primary.ledger", 20);
+        assert_eq!(raw, expected);
+    }
+    // c10 is at source offset 22 (c0..c9 at 0..9, a marker at 10, a0..a9 at 11..20, a marker
+    // at 21); the group at 11 next reads c10, the group at 33 is at the end.
+    let target_of = |value: &str| -> i64 {
+        let recs = Client::new(&backup.addr).read_all("primary.ledger", 1, 20, T);
+        recs.iter()
+            .find(|r| r.value.as_deref() == Some(value.as_bytes()))
+            .map(|r| r.offset)
+            .expect(value)
+    };
+    let end_of_c19 = target_of("c19") + 1;
+    for (group, want) in [("g-after-first", target_of("c10")), ("g-end", end_of_c19)] {
+        let got = wait_for(&format!("{group} checkpointed"), T, || {
+            checkpoints(&backup.addr)
+                .get(&(group.to_string(), "primary.ledger".to_string(), 0))
+                .map(|(_, down)| *down)
+        });
+        assert!(
+            got == want || (group == "g-end" && got >= want),
+            "{group}: target offset {got}, expected {want}"
+        );
+    }
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}
+
+/// Every value of `topic`[0] on `addr`, read_uncommitted.
+fn dst_values(addr: &str, topic: &str, expected: usize) -> Vec<String> {
+    Client::new(addr)
+        .read_all(topic, 1, expected, T)
+        .iter()
+        .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned())
+        .collect()
+}
+
+#[test]
+fn aborted_source_transactions_never_reach_the_target_at_least_once() {
+    aborted_records_never_reach_the_target(false);
+}
+
+#[test]
+fn aborted_source_transactions_never_reach_the_target_exactly_once() {
+    aborted_records_never_reach_the_target(true);
+}
+
+fn records_deleted_before_they_were_mirrored(exactly_once: bool) {
+    let (primary, backup) = Broker::pair();
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("events", 1);
+    src.produce_ids("events", 1, 0, 50);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let flow = if exactly_once {
+        "exactly_once = true\nexactly_once_shards = 1"
+    } else {
+        ""
+    };
+    let config = config_with_status(dir.path(), &primary.addr, &backup.addr, &status, flow);
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let (missing, dup) = tally(&dst, "primary.events", 1, 50, T);
+    assert_eq!((missing, dup), (0, 0), "log:\n{}", k.logs());
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+
+    // While it is stopped: 50 more, and the first 80 deleted — 50..79 were never mirrored.
+    src.produce_ids("events", 1, 50, 100);
+    src.delete_records("events", 0, 80);
+    assert_eq!(src.log_start("events", 0), 80);
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let truncated = wait_for("the lost range in /status", T, || {
+        let t = flow_status(&status)?["source_truncated"]["events"]["0"].clone();
+        (!t.is_null()).then_some(t)
+    });
+    assert_eq!(truncated["records"], 30, "{truncated}");
+    assert_eq!(truncated["last"]["from"], 50, "{truncated}");
+    assert_eq!(truncated["last"]["to"], 80, "{truncated}");
+    // Everything still in the log arrives, once; nothing of the lost range does.
+    let recs = dst.read_all("primary.events", 1, 70, T);
+    let counts = count_values(&recs);
+    for i in (0..50).chain(80..100) {
+        assert_eq!(
+            counts.get(&format!("id-{i}")),
+            Some(&1),
+            "id-{i}; log:\n{}",
+            k.logs()
+        );
+    }
+    assert_eq!(recs.len(), 70, "nothing else: {counts:?}");
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}
+
+#[test]
+fn records_deleted_before_they_were_mirrored_are_reported_at_least_once() {
+    records_deleted_before_they_were_mirrored(false);
+}
+
+#[test]
+fn records_deleted_before_they_were_mirrored_are_reported_exactly_once() {
+    records_deleted_before_they_were_mirrored(true);
+}
+
+#[test]
+fn a_source_topic_deleted_and_recreated_is_reported_and_mirrored_on() {
+    let (primary, backup) = Broker::pair();
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("orders", 1);
+    src.create_topic("steady", 1);
+    src.produce_ids("orders", 1, 0, 20);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let config = config_with_status(dir.path(), &primary.addr, &backup.addr, &status, "");
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let (missing, dup) = tally(&dst, "primary.orders", 1, 20, T);
+    assert_eq!((missing, dup), (0, 0), "log:\n{}", k.logs());
+
+    src.delete_topic("orders");
+    src.create_topic("orders", 1);
+    // The new log: ids 100..105 at offsets 0..4.
+    for i in 100..105 {
+        let id = format!("id-{i}");
+        src.produce(
+            "orders",
+            0,
+            id.as_bytes(),
+            id.as_bytes(),
+            &[],
+            1_700_000_000_000,
+        );
+    }
+    src.flush();
+    src.produce_ids("steady", 1, 0, 10);
+    let (missing, _) = tally(&dst, "primary.steady", 1, 10, T);
+    assert_eq!(missing, 0, "another topic flows on; log:\n{}", k.logs());
+    let recs = wait_for("the recreated topic's records", T, || {
+        let recs = dst.read_all("primary.orders", 1, 25, Duration::from_secs(5));
+        let counts = count_values(&recs);
+        (100..105)
+            .all(|i| counts.contains_key(&format!("id-{i}")))
+            .then_some(recs)
+    });
+    assert!(k.running(), "kmirror died; log:\n{}", k.logs());
+    let counts = count_values(&recs);
+    assert!(
+        (0..20).all(|i| counts.get(&format!("id-{i}")) == Some(&1)),
+        "the old records once: {counts:?}"
+    );
+    let s = flow_status(&status).expect("status");
+    assert!(
+        !s["source_truncated"]["orders"]["0"].is_null(),
+        "the recreation reported: {s}"
+    );
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}
+
+#[test]
+fn groups_of_both_protocols_are_checkpointed_and_synced() {
+    use rdkafka::message::Message;
+    let (primary, backup) = Broker::pair();
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("orders", 2);
+    src.produce_ids("orders", 2, 0, 40);
+    // One group of each protocol consumes 12 records and commits.
+    for (group, protocol) in [("g-classic", "classic"), ("g-consumer", "consumer")] {
+        let mut cfg = ClientConfig::new();
+        cfg.set("bootstrap.servers", &primary.addr)
+            .set("group.id", group)
+            .set("group.protocol", protocol)
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "earliest");
+        if protocol == "classic" {
+            cfg.set("session.timeout.ms", "6000");
+        }
+        let c: BaseConsumer = cfg.create().expect("consumer");
+        c.subscribe(&["orders"]).expect("subscribe");
+        let mut seen = 0;
+        wait_for(&format!("{group} consumed"), T, || {
+            if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+                seen += 1;
+                let mut tpl = rdkafka::TopicPartitionList::new();
+                tpl.add_partition_offset(
+                    m.topic(),
+                    m.partition(),
+                    rdkafka::Offset::Offset(m.offset() + 1),
+                )
+                .expect("tpl");
+                c.commit(&tpl, CommitMode::Sync).expect("commit");
+            }
+            (seen >= 12).then_some(())
+        });
+        c.unsubscribe();
+        drop(c);
+    }
+    let on_source: Vec<_> = ["g-classic", "g-consumer"]
+        .iter()
+        .map(|g| committed(&primary.addr, g, "orders", 2))
+        .collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        "emit_checkpoints_interval = \"500ms\"\nrefresh_groups_interval = \"500ms\"\nsync_group_offsets = true\nsync_group_offsets_interval = \"500ms\"\nsession_timeout = \"6s\"",
+    );
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let (missing, _) = tally(&dst, "primary.orders", 2, 40, T);
+    assert_eq!(missing, 0, "log:\n{}", k.logs());
+    for (group, source) in ["g-classic", "g-consumer"].iter().zip(&on_source) {
+        // Plain ids in a topic mirrored from offset 0: the target offsets equal the source's.
+        let want: std::collections::BTreeMap<i32, i64> = source.clone();
+        let got = poll_until(T, || {
+            let c = committed(&backup.addr, group, "primary.orders", 2);
+            (c == want).then_some(c)
+        });
+        assert_eq!(
+            got.unwrap_or_else(|| committed(&backup.addr, group, "primary.orders", 2)),
+            want,
+            "{group} synced; log:\n{}",
+            k.logs()
+        );
+        let cps = checkpoints(&backup.addr);
+        for (p, o) in &want {
+            assert_eq!(
+                cps.get(&(group.to_string(), "primary.orders".to_string(), *p))
+                    .map(|c| c.1),
+                Some(*o),
+                "{group}[{p}] checkpointed"
+            );
+        }
+    }
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}
+
+#[test]
+fn tls_and_sasl_scram_as_operators_connect() {
+    let (primary, backup) = Broker::kafka_pair(
+        &KafkaOptions::default().sasl().tls(),
+        &KafkaOptions::default().sasl().tls(),
+    );
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("orders", 2);
+    src.produce_ids("orders", 2, 0, 30);
+    commit(&primary.addr, "g", "orders", &[(0, 5), (1, 5)]);
+    let (p, b) = (primary.cluster(), backup.cluster());
+    let tls_cluster = |addr: &str, ca: &Path, mechanism: &str, user: &str, password: &str| {
+        format!(
+            "bootstrap_servers = \"{addr}\"\n[clusters.{{name}}.librdkafka]\n\"security.protocol\" = \"SASL_SSL\"\n\"ssl.ca.location\" = \"{}\"\n\"sasl.mechanism\" = \"{mechanism}\"\n\"sasl.username\" = \"{user}\"\n\"sasl.password\" = \"{password}\"\n",
+            ca.display()
+        )
+    };
+    let flow = "[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nrefresh_topics_interval = \"1s\"\nreplication_factor = 1\nemit_checkpoints_interval = \"500ms\"\nrefresh_groups_interval = \"500ms\"\nsync_group_offsets = true\nsync_group_offsets_interval = \"500ms\"\n";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config_with_clusters(
+        dir.path(),
+        &tls_cluster(
+            p.sasl_ssl_addr(),
+            &p.ca(),
+            "SCRAM-SHA-512",
+            "admin",
+            "admin-secret",
+        ),
+        &tls_cluster(b.sasl_ssl_addr(), &b.ca(), "PLAIN", "admin", "admin-secret"),
+        flow,
+    );
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let (missing, dup) = tally(&dst, "primary.orders", 2, 30, T);
+    assert_eq!((missing, dup), (0, 0), "log:\n{}", k.logs());
+    wait_for("the group checkpointed and synced", T, || {
+        let c = committed(&backup.addr, "g", "primary.orders", 2);
+        (c.values().copied().collect::<Vec<_>>() == vec![5, 5]).then_some(())
+    });
+    assert!(checkpoints(&backup.addr).contains_key(&(
+        "g".to_string(),
+        "primary.orders".to_string(),
+        0
+    )));
+    wait_for("heartbeats", T, || {
+        (!dst
+            .read_all("heartbeats", 1, 1, Duration::from_secs(3))
+            .is_empty())
+        .then_some(())
+    });
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+    assert!(!k.logs().contains("admin-secret"), "a secret logged");
+
+    // A wrong password on the source: reported, naming the cluster, the password never logged.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config_with_clusters(
+        dir.path(),
+        &tls_cluster(
+            p.sasl_ssl_addr(),
+            &p.ca(),
+            "SCRAM-SHA-512",
+            "admin",
+            "not-the-password",
+        ),
+        &tls_cluster(b.sasl_ssl_addr(), &b.ca(), "PLAIN", "admin", "admin-secret"),
+        flow,
+    );
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    wait_for("the authentication failure reported", T, || {
+        let log = k.logs();
+        (log.contains("primary") && log.to_lowercase().contains("authentication")).then_some(())
+    });
+    let log = k.logs();
+    assert!(
+        !log.contains("not-the-password"),
+        "a password logged:\n{log}"
+    );
+    k.stop();
+
+    // A certificate no configured CA signed: reported, naming the cluster.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config_with_clusters(
+        dir.path(),
+        &tls_cluster(
+            p.sasl_ssl_addr(),
+            &p.ca(),
+            "SCRAM-SHA-512",
+            "admin",
+            "admin-secret",
+        ),
+        // The target's certificate checked against the source's CA.
+        &tls_cluster(b.sasl_ssl_addr(), &p.ca(), "PLAIN", "admin", "admin-secret"),
+        flow,
+    );
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    wait_for("the untrusted certificate reported", T, || {
+        let log = k.logs();
+        (log.contains("backup") && log.contains("certificate")).then_some(())
+    });
+    k.stop();
+}
