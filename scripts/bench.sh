@@ -3,6 +3,10 @@
 # prerequisites and confluent-kafka for the user-script baseline).
 #   scripts/bench.sh            all of them
 #   scripts/bench.sh mirror     one of: mirror, scale, discovery, checkpoints, translation, plugins, languages, transforms, latency
+# The benches that need brokers (mirror, scale, checkpoints, transforms, latency) run on two
+# Apache Kafka clusters (a JVM as Kafka's own scripts start it: G1, 1 GiB heap), then again
+# on Tansu; each prints which broker measured it. BENCH_BROKERS="kafka" (or "tansu") runs
+# them on one only.
 # Knobs: RECORDS (per record size, default 300000), REPS (default 3), SIZES (default 200,1024).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +19,18 @@ benches=("$@")
 if [ ${#benches[@]} -eq 0 ]; then
     benches=(mirror scale discovery checkpoints translation plugins languages transforms latency)
 fi
+export KMIRROR_KAFKA_JVM_OPTS="${KMIRROR_KAFKA_JVM_OPTS:--Xms1g -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35}"
 for b in "${benches[@]}"; do
-    echo "== cargo bench -p kmirror --bench $b"
-    cargo bench --quiet -p kmirror --bench "$b"
+    case "$b" in
+    mirror | scale | checkpoints | transforms | latency)
+        for broker in ${BENCH_BROKERS:-kafka tansu}; do
+            echo "== cargo bench -p kmirror --bench $b (broker: $broker)"
+            KMIRROR_TEST_BROKER="$broker" cargo bench --quiet -p kmirror --bench "$b"
+        done
+        ;;
+    *)
+        echo "== cargo bench -p kmirror --bench $b"
+        cargo bench --quiet -p kmirror --bench "$b"
+        ;;
+    esac
 done

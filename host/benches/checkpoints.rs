@@ -30,7 +30,7 @@ fn groups() -> usize {
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
-        println!("checkpoints: benchmark");
+        println!("checkpoints: benchmark ({})", support::broker_label());
         return;
     }
     let load = std::env::var("CHECKPOINT_LOAD")

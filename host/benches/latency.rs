@@ -1,4 +1,4 @@
-//! Seconds to the first record, on this broker (Tansu), with the real binary and default
+//! Seconds to the first record, on the run's broker (Apache Kafka, or Tansu by `KMIRROR_TEST_BROKER`), with the real binary and default
 //! settings, each measured `REPS` times (default 3; median, min and max):
 //!
 //! - **start**: process start -> the first record of a preloaded topic on the target;
@@ -385,7 +385,7 @@ fn line(name: &str, v: &[f64]) {
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
-        println!("latency: benchmark");
+        println!("latency: benchmark ({})", support::broker_label());
         return;
     }
     let reps: usize = std::env::var("REPS")
@@ -401,10 +401,16 @@ fn main() {
         .unwrap_or_else(|| vec![100, 9_990]);
     match std::env::var("LATENCY_FLOW") {
         Ok(knobs) => {
-            println!("latency benchmark (Tansu, refresh_topics_interval 5 s, with {knobs}):")
+            println!(
+                "latency benchmark ({}, refresh_topics_interval 5 s, with {knobs}):",
+                support::broker_label()
+            )
         }
         Err(_) => {
-            println!("latency benchmark (Tansu, default settings, refresh_topics_interval 5 s):")
+            println!(
+                "latency benchmark ({}, default settings, refresh_topics_interval 5 s):",
+                support::broker_label()
+            )
         }
     }
     // `LATENCY_PARTS=start,new,restart,single,python`: only those (default all).

@@ -419,7 +419,7 @@ fn summarize(runs: &[Run], n: usize, size: usize) -> Summary {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--list") {
-        println!("mirror: benchmark");
+        println!("mirror: benchmark ({})", support::broker_label());
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--bare") {

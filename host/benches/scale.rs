@@ -13,7 +13,7 @@ use support::{Broker, Client, Kmirror, free_addr, http_get, write_config};
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
-        println!("scale: benchmark");
+        println!("scale: benchmark ({})", support::broker_label());
         return;
     }
     let env = |k: &str, d: usize| {

@@ -145,7 +145,7 @@ fn chain(plugin: Option<&str>, mask: bool) -> String {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--list") {
-        println!("transforms: benchmark");
+        println!("transforms: benchmark ({})", support::broker_label());
         return;
     }
     let n: usize = std::env::var("RECORDS")

@@ -416,7 +416,8 @@ fn a_record_the_target_will_not_take_stops_only_its_partition() {
     let (primary, backup) = Broker::pair();
     // The test's own producer may send what kmirror's default librdkafka settings refuse.
     let src = Client::with(&primary.addr, &[("message.max.bytes", "4000000")]);
-    src.create_topic("mixed", 3);
+    // The source topic takes the large record (Kafka's default limit is 1 MiB).
+    src.create_topic_with("mixed", 3, &[("max.message.bytes", "4000000")]);
     let produce = |from: usize, to: usize| src.produce_ids("mixed", 3, from, to);
     produce(0, 300);
     src.produce(

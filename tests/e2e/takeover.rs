@@ -111,7 +111,6 @@ fn kmirror_takes_over_from_a_real_mirrormaker_2() {
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("orders", 2);
     src.produce_ids("orders", 2, 0, 200);
-    commit(&primary.addr, "app", "orders", &[(0, 30), (1, 40)]);
 
     // MM2 copies all 200 and checkpoints the group, then stops.
     let mut mm2 = kafka::Mm2::start(&kafka::Mm2::test_properties(
@@ -119,29 +118,42 @@ fn kmirror_takes_over_from_a_real_mirrormaker_2() {
         &backup.addr,
         "primary->backup.topics = orders\nprimary->backup.groups = app",
     ));
-    let mm2_done = poll_until(Duration::from_secs(180), || {
+    let copied = poll_until(Duration::from_secs(180), || {
         let pos = mm2_positions(&backup.addr);
-        let copied = pos.get(&("orders".to_string(), 0)) == Some(&99)
-            && pos.get(&("orders".to_string(), 1)) == Some(&99);
+        (pos.get(&("orders".to_string(), 0)) == Some(&99)
+            && pos.get(&("orders".to_string(), 1)) == Some(&99))
+        .then_some(())
+    });
+    assert!(
+        copied.is_some(),
+        "MirrorMaker 2 did not copy in 180 s; positions {:?}; its log:\n{}",
+        mm2_positions(&backup.addr),
+        mm2.log()
+    );
+    // The group, caught up, commits while MM2 runs (MM2 translates only offsets near the
+    // syncs it keeps: a sparse set, the newest densest).
+    commit(&primary.addr, "app", "orders", &[(0, 100), (1, 100)]);
+    let mm2_done = poll_until(Duration::from_secs(120), || {
         let cps = checkpoints(&backup.addr);
         let checkpointed = cps.contains_key(&("app".into(), "primary.orders".into(), 0))
             && cps.contains_key(&("app".into(), "primary.orders".into(), 1));
-        (copied && checkpointed).then_some(cps)
+        checkpointed.then_some(cps)
     });
     let mm2_checkpoints = mm2_done.unwrap_or_else(|| {
         panic!(
-            "MirrorMaker 2 did not copy and checkpoint in 180 s; positions {:?}; its log:\n{}",
-            mm2_positions(&backup.addr),
+            "MirrorMaker 2 did not checkpoint app in 120 s; its log:\n{}",
             mm2.log()
         )
     });
     mm2.stop();
-    // MM2 3.5+ keeps a sparse set of syncs and translates to the last one at or before a
-    // group's offset: never ahead.
-    assert!(
-        mm2_checkpoints[&("app".into(), "primary.orders".into(), 0)].1 <= 30,
-        "MM2's own checkpoint: {mm2_checkpoints:?}"
-    );
+    // MM2 translates to the last sync at or before a group's offset (+1 past it): never
+    // ahead.
+    for p in 0..2 {
+        assert!(
+            mm2_checkpoints[&("app".into(), "primary.orders".into(), p)].1 <= 100,
+            "MM2's own checkpoint: {mm2_checkpoints:?}"
+        );
+    }
     let by_mm2 = dst.read_all("primary.orders", 2, 200, Duration::from_secs(30));
     assert_eq!(by_mm2.len(), 200, "MM2 copied every record once");
 
@@ -399,6 +411,19 @@ session_timeout = "6s"
         "in kmirror's part: exact"
     );
     assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+    // A takeover is for a flow none of whose instances runs: wait until the progress group
+    // is empty (under load a stopping instance's last member may linger until its session
+    // times out; a commit meanwhile is refused by the coordinator).
+    let empty = poll_until(Duration::from_secs(30), || {
+        group_members(&primary.addr, "kmirror.primary.backup")
+            .is_empty()
+            .then_some(())
+    });
+    assert!(
+        empty.is_some(),
+        "the progress group still has members: {:?}",
+        group_members(&primary.addr, "kmirror.primary.backup")
+    );
 
     // The flow has progress now: a takeover is refused, unless forced.
     let (code, out, err) = kmirror_cli(&["offsets", "import-mm2", "--config", cfg_s, "--apply"]);

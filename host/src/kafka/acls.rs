@@ -105,15 +105,15 @@ pub fn means_not_served(name: &str) -> bool {
 
 /// Why one request or binding failed, as librdkafka names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Failure {
+pub(super) struct Failure {
     /// librdkafka's error name (`SECURITY_DISABLED`), empty when it has none.
-    name: String,
+    pub(super) name: String,
     /// Its text.
-    message: String,
+    pub(super) message: String,
 }
 
 impl Failure {
-    fn local(message: impl Into<String>) -> Self {
+    pub(super) fn local(message: impl Into<String>) -> Self {
         Failure {
             name: String::new(),
             message: message.into(),
@@ -121,7 +121,7 @@ impl Failure {
     }
 }
 
-fn text(p: *const c_char) -> String {
+pub(super) fn text(p: *const c_char) -> String {
     if p.is_null() {
         return String::new();
     }
@@ -205,7 +205,7 @@ unsafe fn binding_of(acl: *const sys::rd_kafka_AclBinding_t) -> Option<AclBindin
 /// Admin options for `op` with kmirror's request timeout; the caller destroys them.
 ///
 /// SAFETY: `rk` must be a valid client.
-unsafe fn options(
+pub(super) unsafe fn options(
     rk: *mut sys::rd_kafka_t,
     op: sys::rd_kafka_admin_op_t,
 ) -> *mut sys::rd_kafka_AdminOptions_t {
@@ -228,7 +228,7 @@ unsafe fn options(
 ///
 /// SAFETY: `queue` must be a valid queue with one admin request submitted on it; `read`
 /// gets a valid event that it must not keep.
-unsafe fn answer<T>(
+pub(super) unsafe fn answer<T>(
     queue: *mut sys::rd_kafka_queue_t,
     read: impl FnOnce(*mut sys::rd_kafka_event_t) -> T,
 ) -> Result<T, Failure> {
@@ -256,7 +256,7 @@ unsafe fn answer<T>(
 /// The pointers of a librdkafka result array.
 ///
 /// SAFETY: `items` must be null or point to `count` elements valid for `'a`.
-unsafe fn items<'a, T>(items: *mut *const T, count: usize) -> &'a [*const T] {
+pub(super) unsafe fn items<'a, T>(items: *mut *const T, count: usize) -> &'a [*const T] {
     if items.is_null() || count == 0 {
         return &[];
     }
@@ -267,7 +267,7 @@ unsafe fn items<'a, T>(items: *mut *const T, count: usize) -> &'a [*const T] {
 impl Cluster {
     /// Runs `f` on the blocking pool with the admin client and a new result queue, which
     /// is destroyed after it.
-    async fn on_admin<T: Send + 'static>(
+    pub(super) async fn on_admin<T: Send + 'static>(
         &self,
         f: impl FnOnce(*mut sys::rd_kafka_t, *mut sys::rd_kafka_queue_t) -> T + Send + 'static,
     ) -> Result<T, Failure> {

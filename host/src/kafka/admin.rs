@@ -3,7 +3,7 @@
 //! topic or group.
 
 use super::{Cluster, KafkaError, REQUEST_TIMEOUT, TopicPartitions};
-use rdkafka::admin::{AdminOptions, NewPartitions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::admin::{AdminOptions, NewPartitions, NewTopic, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
@@ -229,18 +229,7 @@ impl Cluster {
         &self,
         topic: &str,
     ) -> Result<Vec<rdkafka::admin::ConfigEntry>, KafkaError> {
-        let op = || format!("describe configs of {topic}");
-        let opts = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
-        let results = self
-            .admin()
-            .describe_configs([&ResourceSpecifier::Topic(topic)], &opts)
-            .await
-            .map_err(|e| self.error(op(), e))?;
-        let mut entries = Vec::new();
-        for result in results {
-            entries.extend(result.map_err(|e| self.error(op(), e))?.entries);
-        }
-        Ok(entries)
+        self.describe_topic_entries(topic).await
     }
 
     /// Whether the internal topic `name`, if it exists, can serve (see

@@ -16,6 +16,7 @@ pub mod admin;
 pub mod assignment;
 pub mod clients;
 pub mod configs;
+mod describe;
 pub mod groups;
 pub mod internal;
 pub mod secrets;

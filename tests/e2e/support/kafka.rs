@@ -147,6 +147,7 @@ pub fn java(dir: &Path, heap: &str) -> Command {
 const LOG4J: &str = "status = warn
 appender.out.type = Console
 appender.out.name = OUT
+appender.out.target = SYSTEM_ERR
 appender.out.layout.type = PatternLayout
 appender.out.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = WARN
@@ -283,7 +284,10 @@ auto.create.topics.enable=false
 num.network.threads=2
 num.io.threads=2
 log.cleaner.dedupe.buffer.size=16777216
-# Retention and DeleteRecords act within a second (topics set retention.ms, segment.bytes).
+# No time-based retention unless a topic sets retention.ms: the tests write records with fixed
+# timestamps from 2023, which Kafka's default 7 days would delete at the next check. A
+# topic's retention and DeleteRecords act within a second.
+log.retention.ms=-1
 log.retention.check.interval.ms=1000
 log.segment.delete.delay.ms=1000
 # KIP-848 groups: a member that died leaves within 10 s, not 45 s.
@@ -358,8 +362,8 @@ group.consumer.heartbeat.interval.ms=1000
             .args([
                 "kafka.tools.StorageTool",
                 "format",
-                "-t",
-                &cluster_id(),
+                // `=`: an id may start with '-'.
+                &format!("--cluster-id={}", cluster_id()),
                 "-c",
             ])
             .arg(&config);

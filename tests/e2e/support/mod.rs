@@ -17,7 +17,7 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -97,6 +97,15 @@ impl BrokerKind {
             Ok("kafka") | Err(_) => BrokerKind::Kafka,
             Ok(other) => panic!("KMIRROR_TEST_BROKER={other}: expected kafka or tansu"),
         }
+    }
+}
+
+/// What the brokers of this run are, for a benchmark's header: "Apache Kafka 4.3.1" or
+/// "Tansu".
+pub fn broker_label() -> String {
+    match BrokerKind::from_env() {
+        BrokerKind::Kafka => format!("Apache Kafka {}", kafka::kafka_version()),
+        BrokerKind::Tansu => "Tansu".to_string(),
     }
 }
 
@@ -384,7 +393,30 @@ pub struct Rec {
 /// An independent client of one broker.
 pub struct Client {
     pub addr: String,
-    producer: ThreadedProducer<DefaultProducerContext>,
+    producer: ThreadedProducer<Acks>,
+}
+
+/// Collects the records the broker refused, so that a test never goes on with source
+/// records it thinks it wrote ([`Client::flush`] panics naming them).
+#[derive(Default)]
+pub struct Acks {
+    failed: std::sync::Mutex<Vec<String>>,
+}
+
+impl rdkafka::ClientContext for Acks {}
+
+impl rdkafka::producer::ProducerContext for Acks {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &rdkafka::producer::DeliveryResult<'_>, _: ()) {
+        if let Err((e, m)) = result {
+            self.failed.lock().expect("acks").push(format!(
+                "{}[{}]: {e}",
+                m.topic(),
+                m.partition()
+            ));
+        }
+    }
 }
 
 impl Client {
@@ -399,7 +431,9 @@ impl Client {
         for (k, v) in props {
             config.set(*k, *v);
         }
-        let producer = config.create().expect("test producer");
+        let producer = config
+            .create_with_context(Acks::default())
+            .expect("test producer");
         Client {
             addr: addr.to_string(),
             producer,
@@ -512,9 +546,11 @@ impl Client {
         self.flush();
     }
 
-    /// Waits until everything produced so far is acked.
+    /// Waits until everything produced so far is acked; panics if the broker refused any.
     pub fn flush(&self) {
         self.producer.flush(Duration::from_secs(30)).expect("flush");
+        let failed = self.producer.context().failed.lock().expect("acks").clone();
+        assert!(failed.is_empty(), "the broker refused records: {failed:?}");
     }
 
     /// Topic -> partitions.
@@ -818,6 +854,21 @@ pub fn group_client(addr: &str, group: &str) -> BaseConsumer {
         .set("enable.auto.commit", "false")
         .create()
         .expect("group client")
+}
+
+/// The members of consumer group `group` (classic protocol), as `client.id@host`.
+pub fn group_members(addr: &str, group: &str) -> Vec<String> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .create()
+        .expect("consumer");
+    c.fetch_group_list(Some(group), Duration::from_secs(10))
+        .expect("list groups")
+        .groups()
+        .iter()
+        .flat_map(|g| g.members().iter())
+        .map(|m| format!("{}@{}", m.client_id(), m.client_host()))
+        .collect()
 }
 
 /// Commits `offsets` (partition, offset) of `topic` for `group`.
