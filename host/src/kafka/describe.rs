@@ -45,6 +45,9 @@ impl Cluster {
                         sys::rd_kafka_ResourceType_t::RD_KAFKA_RESOURCE_TOPIC,
                         name.as_ptr(),
                     );
+                    if resource.is_null() {
+                        return Err(Failure::local("not a valid resource name"));
+                    }
                     let opts = options(
                         rk,
                         sys::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS,
@@ -59,8 +62,7 @@ impl Cluster {
                         }
                         let mut n = 0;
                         let resources = items(
-                            sys::rd_kafka_DescribeConfigs_result_resources(result, &mut n)
-                                as *mut *const sys::rd_kafka_ConfigResource_t,
+                            sys::rd_kafka_DescribeConfigs_result_resources(result, &mut n),
                             n,
                         );
                         let Some(&r) = resources.first() else {
@@ -68,22 +70,13 @@ impl Cluster {
                         };
                         let err = sys::rd_kafka_ConfigResource_error(r);
                         if err != sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-                            let message = text(sys::rd_kafka_ConfigResource_error_string(r));
                             return Err(Failure {
                                 name: text(sys::rd_kafka_err2name(err)),
-                                message: if message.is_empty() {
-                                    text(sys::rd_kafka_err2str(err))
-                                } else {
-                                    message
-                                },
+                                message: text(sys::rd_kafka_ConfigResource_error_string(r)),
                             });
                         }
                         let mut m = 0;
-                        let configs = items(
-                            sys::rd_kafka_ConfigResource_configs(r, &mut m)
-                                as *mut *const sys::rd_kafka_ConfigEntry_t,
-                            m,
-                        );
+                        let configs = items(sys::rd_kafka_ConfigResource_configs(r, &mut m), m);
                         Ok(configs
                             .iter()
                             .map(|&e| {

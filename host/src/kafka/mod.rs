@@ -16,6 +16,7 @@ pub mod admin;
 pub mod assignment;
 pub mod clients;
 pub mod configs;
+mod connection;
 mod describe;
 pub mod groups;
 pub mod internal;
@@ -114,6 +115,8 @@ pub struct Cluster {
     admin: Arc<AdminClient<DefaultClientContext>>,
     /// Values never to appear in a message.
     hidden: Arc<Vec<String>>,
+    /// Why connections failed lately (authentication, TLS), from librdkafka's events.
+    connection: Arc<connection::LastFailure>,
 }
 
 impl Cluster {
@@ -131,20 +134,46 @@ impl Cluster {
             operation: "create admin client".into(),
             message: secrets::scrub(&e.to_string(), &hidden),
         })?;
+        let admin = Arc::new(admin);
+        let failure = Arc::new(connection::LastFailure::default());
+        connection::watch(
+            cluster.alias.clone(),
+            Arc::downgrade(&admin),
+            hidden.clone(),
+            failure.clone(),
+        );
         Ok(Cluster {
             alias: cluster.alias.clone(),
             config,
-            admin: Arc::new(admin),
+            admin,
             hidden,
+            connection: failure,
         })
     }
 
-    /// An error of `operation`, its librdkafka text scrubbed of this cluster's secrets.
+    /// An error of `operation`, its librdkafka text scrubbed of this cluster's secrets; a
+    /// transport failure or timeout says why connections failed lately, where librdkafka
+    /// said (an authentication refused, a certificate not trusted).
     pub(crate) fn error(&self, operation: impl Into<String>, message: impl ToString) -> KafkaError {
+        let mut message = secrets::scrub(&message.to_string(), &self.hidden);
+        let lower = message.to_ascii_lowercase();
+        if [
+            "transport",
+            "brokers down",
+            "allbrokersdown",
+            "timed out",
+            "timedout",
+        ]
+        .iter()
+        .any(|k| lower.contains(k))
+            && let Some(why) = self.connection.recent()
+        {
+            message = format!("{message} (last connection failure: {why})");
+        }
         KafkaError {
             cluster: self.alias.clone(),
             operation: operation.into(),
-            message: secrets::scrub(&message.to_string(), &self.hidden),
+            message,
         }
     }
 

@@ -183,3 +183,47 @@ pub fn topic_acls(addr: &str, topic: &str) -> Vec<String> {
     acls.sort();
     acls
 }
+
+/// Every topic ACL binding on the cluster at `addr` (`kafka-acls --list`), one
+/// `resource pattern principal operation permission` line each, sorted.
+pub fn all_topic_acls(addr: &str) -> Vec<String> {
+    let out = acl_command(addr, &["--list"]);
+    let mut acls = Vec::new();
+    let mut resource: Option<(String, String)> = None;
+    for line in out.lines() {
+        // `Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`:`
+        if let Some(rest) = line.split("ResourcePattern(").nth(1) {
+            let field = |name: &str| {
+                rest.split(", ")
+                    .find_map(|f| f.strip_prefix(&format!("{name}=")))
+                    .map(|v| v.trim_end_matches([')', '`', ':']).to_string())
+            };
+            resource = (field("resourceType").as_deref() == Some("TOPIC"))
+                .then(|| field("name").zip(field("patternType")))
+                .flatten();
+            continue;
+        }
+        let (Some((name, pattern)), Some(l)) = (
+            &resource,
+            line.trim()
+                .strip_prefix('(')
+                .and_then(|l| l.strip_suffix(')')),
+        ) else {
+            continue;
+        };
+        let field = |f: &str| {
+            l.split(", ")
+                .find_map(|x| x.strip_prefix(&format!("{f}=")))
+                .unwrap_or_default()
+                .to_string()
+        };
+        acls.push(format!(
+            "{name} {pattern} {} {} {}",
+            field("principal"),
+            field("operation"),
+            field("permissionType")
+        ));
+    }
+    acls.sort();
+    acls
+}

@@ -33,6 +33,8 @@ pub struct KafkaOptions {
     /// `offsets.retention.minutes` (committed offsets of empty groups expire after it),
     /// checked every second.
     pub offsets_retention_minutes: Option<u32>,
+    /// Listen on this PLAINTEXT port (default: a free one).
+    pub port: Option<u16>,
     /// Advertise this port on the PLAINTEXT listener instead of its own (a proxy in front).
     pub advertised_port: Option<u16>,
     /// Further `server.properties` lines.
@@ -70,8 +72,6 @@ pub struct Kafka {
     sasl: Option<String>,
     ssl: Option<String>,
     sasl_ssl: Option<String>,
-    /// Where the PLAINTEXT listener listens (differs from `addr` behind a proxy).
-    listen: String,
     dir: Option<tempfile::TempDir>,
     child: Option<Child>,
 }
@@ -109,7 +109,7 @@ pub fn kafka_version() -> String {
     text[start..end].trim().to_string()
 }
 
-/// `java` with the test JVM's options: a small heap, serial GC and the C1 compiler only
+/// `java` (dying with the calling thread) with the test JVM's options: a small heap, serial GC and the C1 compiler only
 /// (quick starts on two cores, several JVMs at once), unless `KMIRROR_KAFKA_JVM_OPTS`
 /// replaces them (the benches do).
 pub fn java(dir: &Path, heap: &str) -> Command {
@@ -136,6 +136,8 @@ pub fn java(dir: &Path, heap: &str) -> Command {
     if !log4j.is_file() {
         std::fs::write(&log4j, LOG4J).expect("log4j2.properties");
     }
+    // Every JVM dies with the thread that started it (its test, or a tool it waits for).
+    die_with_parent(&mut cmd);
     cmd.arg("-Djava.awt.headless=true")
         .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
         .arg(format!("-Dkafka.logs.dir={}", dir.display()))
@@ -230,16 +232,29 @@ impl Kafka {
             .tempdir()
             .expect("temp dir");
         let d = dir.path();
-        let port = free_port();
+        let port = opts.port.unwrap_or_else(free_port);
         let controller = free_port();
         let sasl = opts.sasl.then(free_port);
         let ssl = opts.tls.then(free_port);
         let sasl_ssl = (opts.sasl && opts.tls).then(free_port);
         let advertised = opts.advertised_port.unwrap_or(port);
 
-        let mut listeners = vec![format!("PLAINTEXT://127.0.0.1:{port}")];
-        let mut advertise = vec![format!("PLAINTEXT://127.0.0.1:{advertised}")];
-        let mut map = vec!["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"];
+        // The broker's own traffic (transaction markers to itself) on a listener of its
+        // own, so that a proxy in front of PLAINTEXT cuts only the clients.
+        let internal = free_port();
+        let mut listeners = vec![
+            format!("PLAINTEXT://127.0.0.1:{port}"),
+            format!("INTERNAL://127.0.0.1:{internal}"),
+        ];
+        let mut advertise = vec![
+            format!("PLAINTEXT://127.0.0.1:{advertised}"),
+            format!("INTERNAL://127.0.0.1:{internal}"),
+        ];
+        let mut map = vec![
+            "PLAINTEXT:PLAINTEXT",
+            "INTERNAL:PLAINTEXT",
+            "CONTROLLER:PLAINTEXT",
+        ];
         for (name, p) in [
             ("SASL_PLAINTEXT", sasl),
             ("SSL", ssl),
@@ -265,7 +280,7 @@ controller.quorum.voters=1@127.0.0.1:{controller}
 listeners={listeners}
 advertised.listeners={advertise}
 listener.security.protocol.map={map}
-inter.broker.listener.name=PLAINTEXT
+inter.broker.listener.name=INTERNAL
 controller.listener.names=CONTROLLER
 log.dirs={data}
 num.partitions=1
@@ -390,7 +405,6 @@ group.consumer.heartbeat.interval.ms=1000
             sasl: sasl.map(|p| format!("127.0.0.1:{p}")),
             ssl: ssl.map(|p| format!("127.0.0.1:{p}")),
             sasl_ssl: sasl_ssl.map(|p| format!("127.0.0.1:{p}")),
-            listen: format!("127.0.0.1:{port}"),
             dir: Some(dir),
             child: None,
         })
@@ -415,7 +429,6 @@ group.consumer.heartbeat.interval.ms=1000
             .arg(d.join("server.properties"))
             .stdout(file.try_clone().expect("log"))
             .stderr(file);
-        die_with_parent(&mut cmd);
         let before = std::fs::read_to_string(&log)
             .map(|t| t.matches(STARTED).count() as u64)
             .unwrap_or(0);
@@ -485,11 +498,6 @@ group.consumer.heartbeat.interval.ms=1000
         self.sasl_ssl
             .as_deref()
             .expect("a cluster started with SASL and TLS")
-    }
-
-    /// Where the PLAINTEXT listener listens (`addr` is what it advertises).
-    pub fn listen_addr(&self) -> String {
-        self.listen.clone()
     }
 
     /// The broker's log so far.
@@ -645,7 +653,6 @@ impl Mm2 {
             .arg(&config)
             .stdout(log.try_clone().expect("log"))
             .stderr(log);
-        die_with_parent(&mut cmd);
         Mm2 {
             child: Some(cmd.spawn().expect("start MirrorMaker 2 (java)")),
             dir,

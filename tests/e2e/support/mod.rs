@@ -125,7 +125,7 @@ impl Broker {
     /// Starts a broker of the kind `KMIRROR_TEST_BROKER` names (Apache Kafka by default)
     /// on free ports and waits until it serves.
     pub fn start() -> Broker {
-        Self::start_kind(BrokerKind::from_env(), None)
+        Self::start_kind(BrokerKind::from_env())
     }
 
     /// Two brokers (a source and a target) of the kind `KMIRROR_TEST_BROKER` names,
@@ -168,7 +168,7 @@ impl Broker {
 
     /// A Tansu broker, whatever `KMIRROR_TEST_BROKER` says.
     pub fn tansu() -> Broker {
-        Self::start_kind(BrokerKind::Tansu, None)
+        Self::start_kind(BrokerKind::Tansu)
     }
 
     /// Which broker this is.
@@ -198,26 +198,30 @@ impl Broker {
     /// Starts a broker behind a [`proxy::Proxy`]: it advertises the proxy's address, so
     /// every client goes through the proxy. The broker's `addr` is the proxy's.
     pub fn behind_proxy() -> (Broker, proxy::Proxy) {
-        let proxy_port = free_port();
-        let mut broker = Self::start_kind(BrokerKind::from_env(), Some(proxy_port));
-        let listen = match &broker.inner {
-            Inner::Kafka(k) => k.listen_addr(),
-            Inner::Tansu(_) => broker.addr.clone(),
+        let (port, proxy_port) = (free_port(), free_port());
+        // The proxy takes its port first (the broker's start takes seconds).
+        let proxy = proxy::Proxy::start(
+            &format!("127.0.0.1:{proxy_port}"),
+            &format!("127.0.0.1:{port}"),
+        );
+        let mut broker = match BrokerKind::from_env() {
+            BrokerKind::Kafka => Self::from_kafka(kafka::Kafka::start_with(&kafka::KafkaOptions {
+                port: Some(port),
+                advertised_port: Some(proxy_port),
+                ..Default::default()
+            })),
+            BrokerKind::Tansu => Self::start_tansu(port, proxy_port),
         };
-        let proxy = proxy::Proxy::start(&format!("127.0.0.1:{proxy_port}"), &listen);
         broker.addr = proxy.addr.clone();
         (broker, proxy)
     }
 
-    fn start_kind(kind: BrokerKind, advertised: Option<u16>) -> Broker {
+    fn start_kind(kind: BrokerKind) -> Broker {
         match kind {
-            BrokerKind::Kafka => Self::from_kafka(kafka::Kafka::start_with(&kafka::KafkaOptions {
-                advertised_port: advertised,
-                ..Default::default()
-            })),
+            BrokerKind::Kafka => Self::from_kafka(kafka::Kafka::start()),
             BrokerKind::Tansu => {
                 let port = free_port();
-                Self::start_tansu(port, advertised.unwrap_or(port))
+                Self::start_tansu(port, port)
             }
         }
     }
