@@ -42,6 +42,32 @@ fn sync(src: &Client, topic: &str, partition: i32, up: i64, down: i64) {
     );
 }
 
+/// A config whose flow takes over from MM2 at its first start (quick checkpoints, no
+/// heartbeats), with a status endpoint and `extra` flow lines.
+fn takeover_config(
+    dir: &std::path::Path,
+    (primary, backup): (&str, &str),
+    status: &str,
+    extra: &str,
+) -> std::path::PathBuf {
+    let flows = format!(
+        r#"[[flows]]
+source = "primary"
+target = "backup"
+take_over_from_mm2 = true
+refresh_topics_interval = "1s"
+offset_flush_interval = "500ms"
+emit_heartbeats_enabled = false
+emit_checkpoints_interval = "500ms"
+refresh_groups_interval = "500ms"
+replication_factor = 1
+session_timeout = "6s"
+{extra}
+"#
+    );
+    config_file(dir, primary, backup, &plugins_dir(), Some(status), &flows)
+}
+
 /// MM2's positions in `mm2-offsets.primary.internal` on `target`: (topic, partition) ->
 /// the last upstream offset it wrote and committed.
 fn mm2_positions(target: &str) -> std::collections::BTreeMap<(String, i32), i64> {
@@ -163,26 +189,11 @@ fn kmirror_takes_over_from_a_real_mirrormaker_2() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let status = free_addr();
-    let flows = r#"[[flows]]
-source = "primary"
-target = "backup"
-take_over_from_mm2 = true
-topic_filter = { builtin = "default-topic-filter", config = { "topics" = "orders" } }
-refresh_topics_interval = "1s"
-offset_flush_interval = "500ms"
-emit_heartbeats_enabled = false
-emit_checkpoints_interval = "500ms"
-refresh_groups_interval = "500ms"
-replication_factor = 1
-session_timeout = "6s"
-"#;
-    let cfg = config_file(
+    let cfg = takeover_config(
         dir.path(),
-        &primary.addr,
-        &backup.addr,
-        &plugins_dir(),
-        Some(&status),
-        flows,
+        (&primary.addr, &backup.addr),
+        &status,
+        r#"topic_filter = { builtin = "default-topic-filter", config = { "topics" = "orders" } }"#,
     );
     let mut k = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
     let (missing, dup) = tally(&dst, "primary.orders", 2, 300, T);
@@ -328,26 +339,7 @@ fn kmirror_takes_over_from_mirrormaker_2_without_copying_again() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let status = free_addr();
-    let flows = r#"[[flows]]
-source = "primary"
-target = "backup"
-take_over_from_mm2 = true
-refresh_topics_interval = "1s"
-offset_flush_interval = "500ms"
-emit_heartbeats_enabled = false
-emit_checkpoints_interval = "500ms"
-refresh_groups_interval = "500ms"
-replication_factor = 1
-session_timeout = "6s"
-"#;
-    let cfg = config_file(
-        dir.path(),
-        &primary.addr,
-        &backup.addr,
-        &plugins_dir(),
-        Some(&status),
-        flows,
-    );
+    let cfg = takeover_config(dir.path(), (&primary.addr, &backup.addr), &status, "");
     let cfg_s = cfg.to_str().expect("path");
 
     // The dry run shows what would be seeded.
