@@ -5,11 +5,10 @@
 //! leave out a partition the group committed on the source but that has no checkpoint is
 //! refused, unless `--allow-partial` names it and commits the others.
 //!
-//! Not testable on this Tansu build, so covered by unit tests of the decisions
-//! (`host/src/flow/checkpoint.rs`): leaving an *active* target group alone, and
-//! `offsets failover --apply` refusing one. Tansu's DescribeGroups returns no group at all
-//! for a group whose consumer subscribed (measured: 60 s of empty answers), so no test
-//! can make a target group look active.
+//! An *active* target group (a consumer subscribed on the target) is left alone by the
+//! group offset sync and `offsets failover --apply` refuses it, naming it — on Apache Kafka
+//! (Tansu's DescribeGroups returns no group for a subscribed consumer, so it cannot make a
+//! group look active; the decisions are unit-tested too, `host/src/flow/checkpoint.rs`).
 
 mod support;
 
@@ -498,4 +497,79 @@ fn a_checkpoint_reloaded_after_the_target_topic_was_recreated_is_not_synced() {
         again.logs()
     );
     assert_eq!(again.stop(), Some(0));
+}
+
+#[test]
+fn an_active_target_group_is_left_alone_and_its_failover_refused() {
+    use rdkafka::consumer::BaseConsumer;
+    let (primary, backup) = Broker::kafka_pair(
+        &kafka::KafkaOptions::default(),
+        &kafka::KafkaOptions::default(),
+    );
+    let src = Client::new(&primary.addr);
+    src.create_topic("orders", 1);
+    src.produce_ids("orders", 1, 0, 50);
+    commit(&primary.addr, "app", "orders", &[(0, 30)]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let cfg = config(dir.path(), &primary.addr, &backup.addr, true, Some(&status));
+    let mut k = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
+    wait_for("primary.orders on the target", T, || {
+        Client::new(&backup.addr).partitions("primary.orders")
+    });
+    // The group is active on the target before any sync: a member sits subscribed.
+    let member: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &backup.addr)
+        .set("group.id", "app")
+        .set("enable.auto.commit", "false")
+        .set("session.timeout.ms", "6000")
+        .set("auto.offset.reset", "latest")
+        .create()
+        .expect("member");
+    member.subscribe(&["primary.orders"]).expect("subscribe");
+    wait_for("the member's assignment", T, || {
+        let _ = member.poll(Duration::from_millis(100));
+        (member.assignment().ok()?.count() == 1).then_some(())
+    });
+    // Checkpoints flow, the sync skips the active group: nothing committed for it.
+    wait_for("app checkpointed", T, || {
+        checkpoints(&backup.addr)
+            .contains_key(&("app".into(), "primary.orders".into(), 0))
+            .then_some(())
+    });
+    wait_checkpoint_passes(&status, 3);
+    let _ = member.poll(Duration::from_millis(100));
+    assert!(
+        committed(&backup.addr, "app", "primary.orders", 1).is_empty(),
+        "the sync wrote to an active group; log:\n{}",
+        k.logs()
+    );
+    let skipped =
+        http_get(&status, "/status").expect("status").1["flows"][0]["active_target_groups_skipped"]
+            .as_u64()
+            .unwrap_or(0);
+    assert!(skipped > 0, "the skip is counted");
+    // A failover of the active group is refused, naming it; nothing is committed.
+    let cfg_s = cfg.to_str().expect("path");
+    let (code, out, err) = offsets("failover", cfg_s, "app", &["--apply"]);
+    let _ = member.poll(Duration::from_millis(100));
+    assert_ne!(code, Some(0), "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("app") && format!("{out}{err}").contains("active"),
+        "{out}{err}"
+    );
+    assert!(committed(&backup.addr, "app", "primary.orders", 1).is_empty());
+    // Once the member leaves, the sync commits the translated offset.
+    drop(member);
+    let synced = poll_until(T, || {
+        let c = committed(&backup.addr, "app", "primary.orders", 1);
+        (c.get(&0) == Some(&30)).then_some(())
+    });
+    assert!(
+        synced.is_some(),
+        "not synced after the member left: {:?}; log:\n{}",
+        committed(&backup.addr, "app", "primary.orders", 1),
+        k.logs()
+    );
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
 }
