@@ -87,8 +87,9 @@ fn fetch(
         .expect("response header");
     let response = FetchResponse::decode(&mut buf, FETCH_VERSION).expect("fetch response");
     let data = &response.responses[0].partitions[0];
-    // UNKNOWN_TOPIC_OR_PARTITION: not created yet (the callers poll): nothing to read.
-    if data.error_code == 3 {
+    // UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER: a topic just
+    // created, its leader not elected yet (the callers poll): nothing to read yet.
+    if matches!(data.error_code, 3 | 5 | 6) {
         return (0, Vec::new());
     }
     assert_eq!(data.error_code, 0, "fetch {topic}[{partition}] at {offset}");
