@@ -606,18 +606,7 @@ fn a_source_topic_deleted_and_recreated_is_mirrored_on_without_a_crash() {
     src.delete_topic("orders");
     src.create_topic("orders", 1);
     // The new log: ids 100..105 at offsets 0..4.
-    for i in 100..105 {
-        let id = format!("id-{i}");
-        src.produce(
-            "orders",
-            0,
-            id.as_bytes(),
-            id.as_bytes(),
-            &[],
-            1_700_000_000_000,
-        );
-    }
-    src.flush();
+    src.produce_ids("orders", 1, 100, 105);
     src.produce_ids("steady", 1, 0, 10);
     let (missing, _) = tally(&dst, "primary.steady", 1, 10, T);
     assert_eq!(missing, 0, "another topic flows on; log:\n{}", k.logs());
