@@ -65,6 +65,31 @@ pub struct Committed {
     pub metadata: String,
 }
 
+/// How many metadata records one CreateTopics request may make the controller write, at
+/// most: a KRaft controller refuses a request that would write more than 10,000 (a topic
+/// is one record, plus one per partition and one per config) with POLICY_VIOLATION for
+/// every topic in it — found mirroring 10,000 new topics at once into Apache Kafka 4.3.
+pub const MAX_RECORDS_PER_CREATE: usize = 5_000;
+
+/// `topics` split into consecutive ranges that each make at most
+/// [`MAX_RECORDS_PER_CREATE`] records (a topic larger than that alone is a range of its own).
+pub fn creation_batches(topics: &[TopicSpec]) -> Vec<std::ops::Range<usize>> {
+    let mut batches = Vec::new();
+    let (mut start, mut records) = (0, 0);
+    for (i, t) in topics.iter().enumerate() {
+        let own = 1 + t.partitions.max(0) as usize + t.configs.len();
+        if i > start && records + own > MAX_RECORDS_PER_CREATE {
+            batches.push(start..i);
+            (start, records) = (i, 0);
+        }
+        records += own;
+    }
+    if start < topics.len() {
+        batches.push(start..topics.len());
+    }
+    batches
+}
+
 /// An existing internal topic kmirror cannot use as it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -132,8 +157,21 @@ impl Cluster {
             .collect())
     }
 
-    /// Creates `topics`; a topic that already exists is reported as such.
+    /// Creates `topics`, in requests of at most [`MAX_RECORDS_PER_CREATE`] metadata records
+    /// each; a topic that already exists is reported as such.
     pub async fn create_topics(
+        &self,
+        topics: &[TopicSpec],
+    ) -> Vec<(String, Result<Creation, KafkaError>)> {
+        let mut out = Vec::with_capacity(topics.len());
+        for batch in creation_batches(topics) {
+            out.extend(self.create_topics_at_once(&topics[batch]).await);
+        }
+        out
+    }
+
+    /// Creates `topics` with one CreateTopics request.
+    async fn create_topics_at_once(
         &self,
         topics: &[TopicSpec],
     ) -> Vec<(String, Result<Creation, KafkaError>)> {
@@ -421,6 +459,34 @@ mod tests {
             is_read_only: read_only,
             is_sensitive: sensitive,
         }
+    }
+
+    #[test]
+    fn creations_are_split_below_the_controllers_record_limit() {
+        let spec = |partitions: i32, configs: usize| TopicSpec {
+            name: "t".into(),
+            partitions,
+            replication_factor: None,
+            configs: vec![("cleanup.policy".into(), "compact".into()); configs],
+        };
+        // 10,000 one-partition topics with one config: 3 records each, 1,666 a request.
+        let many: Vec<TopicSpec> = (0..10_000).map(|_| spec(1, 1)).collect();
+        let batches = creation_batches(&many);
+        assert_eq!(batches.len(), 7);
+        assert_eq!(batches[0], 0..1_666);
+        assert_eq!(batches.last().unwrap().end, 10_000);
+        for (a, b) in batches.iter().zip(batches.iter().skip(1)) {
+            assert_eq!(a.end, b.start, "consecutive, nothing left out");
+        }
+        for b in &batches {
+            let records: usize = many[b.clone()].iter().map(|t| 2 + t.configs.len()).sum();
+            assert!(records <= MAX_RECORDS_PER_CREATE, "{b:?}: {records}");
+        }
+        // A topic bigger than the limit goes alone; small ones stay one request.
+        let mixed = vec![spec(3, 0), spec(6_000, 0), spec(2, 2)];
+        assert_eq!(creation_batches(&mixed), vec![0..1, 1..2, 2..3]);
+        assert_eq!(creation_batches(&[spec(1, 0), spec(1, 0)]), vec![0..2]);
+        assert!(creation_batches(&[]).is_empty());
     }
 
     #[test]
