@@ -26,7 +26,7 @@ use crate::policy::{ChainLink, RecordIn};
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -527,8 +527,6 @@ struct Following {
     subscribed: Vec<String>,
     /// The partitions a single instance's task took itself.
     taken: BTreeSet<(String, i32)>,
-    /// Whether it took its first share (partitions taken later are of topics new since).
-    started: bool,
 }
 
 /// Follows new routes: through the group, or (a single instance's task) by taking its share.
@@ -557,8 +555,7 @@ fn take_share(
     ctx: &WorkerContext,
     tasks: u32,
 ) -> Result<(), ReplicateError> {
-    let (taken, fresh) = (&mut following.taken, following.started);
-    following.started = true;
+    let taken = &mut following.taken;
     let share = crate::flow::single::share(&routes, ctx.settings.member, tasks);
     core.lock().set_routes(consumer, routes);
     let failed =
@@ -584,7 +581,7 @@ fn take_share(
         // to its first fetch): asked now, off this thread, it starts once the answer comes.
         let topics: BTreeSet<String> = new.iter().map(|(t, _)| t.to_string()).collect();
         look_up(consumer, topics, ctx);
-        let (tpl, stored) = starts(consumer, &new, fresh, ctx);
+        let (tpl, stored) = starts(consumer, &new, ctx);
         consumer
             .incremental_assign(&tpl)
             .map_err(|e| failed("take the routed partitions", e))?;
@@ -622,16 +619,17 @@ fn look_up(consumer: &Arc<Member>, topics: BTreeSet<String>, ctx: &WorkerContext
 }
 
 /// Where the partitions `new` start: their stored progress, or (none stored) the earliest
-/// record — for `fresh` partitions (of topics that appeared since the task's first share)
-/// offset 0, so they need no offset query, which waits behind the fetch the broker holds
-/// on the connection (up to `fetch.wait.max.ms`, 500 ms); a log that starts later answers
-/// out of range and the consumer starts from its start, as `auto.offset.reset` says.
-/// Unknown (no answer): the consumer asks. Returns them, and the stored progress when it
-/// was read.
+/// record — offset 0, which needs no offset query: a logical position makes librdkafka send
+/// one ListOffsets request per partition (10,000 of them queued on one connection timed out
+/// on Apache Kafka), and for a topic new since the start such a query waits behind the
+/// fetch the broker holds on the connection (up to `fetch.wait.max.ms`, 500 ms). A log that
+/// starts later answers out of range and the consumer starts from its start, as
+/// `auto.offset.reset` says. Under `latest`, the ends, asked for every such partition at
+/// once. Unknown (no answer): the consumer asks. Returns them, and the stored progress when
+/// it was read.
 fn starts(
     consumer: &Member,
     new: &[(&str, i32)],
-    fresh: bool,
     ctx: &WorkerContext,
 ) -> (TopicPartitionList, Option<TopicPartitionList>) {
     let tpl = tpl_of(new.iter().copied());
@@ -643,17 +641,57 @@ fn starts(
             return (tpl, None);
         }
     };
+    // Under `latest`, the ends of the partitions without stored progress, asked in one
+    // request per broker: a logical `End` makes librdkafka send one ListOffsets request per
+    // partition, and 10,000 of them queued on one connection timed out on Apache Kafka.
+    let ends = if ctx.settings.start_offset == StartOffset::Latest {
+        let elements = stored.elements();
+        let unstored: Vec<(&str, i32)> = elements
+            .iter()
+            .filter(|e| !matches!(e.offset(), Offset::Offset(_)))
+            .map(|e| (e.topic(), e.partition()))
+            .collect();
+        log_ends(consumer, &unstored)
+    } else {
+        HashMap::new()
+    };
     let mut starts = TopicPartitionList::new();
     for e in stored.elements() {
         let at = match (e.offset(), ctx.settings.start_offset) {
             (Offset::Offset(at), _) => Offset::Offset(at),
-            (_, StartOffset::Earliest) if fresh => Offset::Offset(0),
-            (_, StartOffset::Earliest) => Offset::Beginning,
-            (_, StartOffset::Latest) => Offset::End,
+            (_, StartOffset::Earliest) => Offset::Offset(0),
+            (_, StartOffset::Latest) => ends
+                .get(&(e.topic().to_string(), e.partition()))
+                .map_or(Offset::End, |end| Offset::Offset(*end)),
         };
         let _ = starts.add_partition_offset(e.topic(), e.partition(), at);
     }
     (starts, Some(stored))
+}
+
+/// The end offsets of `partitions` (ListOffsets LATEST, one request per leader); those
+/// without an answer are left out (the consumer then asks for them itself).
+fn log_ends(consumer: &Member, partitions: &[(&str, i32)]) -> HashMap<(String, i32), i64> {
+    if partitions.is_empty() {
+        return HashMap::new();
+    }
+    let mut ask = TopicPartitionList::new();
+    for (t, p) in partitions {
+        // As a timestamp, -1 (`End`) asks for the end of the log.
+        let _ = ask.add_partition_offset(t, *p, Offset::End);
+    }
+    match consumer.offsets_for_times(ask, METADATA_TIMEOUT) {
+        Ok(answer) => answer
+            .elements()
+            .iter()
+            .filter(|e| e.error().is_ok())
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(o) if o >= 0 => Some(((e.topic().to_string(), e.partition()), o)),
+                _ => None,
+            })
+            .collect(),
+        Err(_) => HashMap::new(),
+    }
 }
 
 /// Follows new routes: owned partitions take their new targets, and the subscription the
