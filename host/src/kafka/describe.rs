@@ -107,3 +107,85 @@ impl Cluster {
         })
     }
 }
+
+impl Cluster {
+    /// The topic id of each of `topics` that exists (DescribeTopics): a topic deleted and
+    /// created again under the same name has a new id. A topic the answer has no id for (an
+    /// error of its own, or a broker that serves no topic ids) is left out.
+    pub async fn topic_ids(
+        &self,
+        topics: &[String],
+    ) -> Result<std::collections::BTreeMap<String, String>, KafkaError> {
+        if topics.is_empty() {
+            return Ok(Default::default());
+        }
+        let names: Vec<CString> = topics
+            .iter()
+            .filter_map(|t| CString::new(t.as_str()).ok())
+            .collect();
+        let described = self
+            .on_admin(move |rk, queue| {
+                // SAFETY: `rk` and `queue` are valid for this call (on_admin); the name
+                // pointers live in `names` for the whole call and the collection copies
+                // them; the collection and options are destroyed right after the request;
+                // the result is read while its event lives (answer).
+                unsafe {
+                    let mut pointers: Vec<*const std::ffi::c_char> =
+                        names.iter().map(|n| n.as_ptr()).collect();
+                    let collection = sys::rd_kafka_TopicCollection_of_topic_names(
+                        pointers.as_mut_ptr(),
+                        pointers.len(),
+                    );
+                    if collection.is_null() {
+                        return Err(Failure::local("no topic collection"));
+                    }
+                    let opts = options(
+                        rk,
+                        sys::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBETOPICS,
+                    );
+                    sys::rd_kafka_DescribeTopics(rk, collection, opts, queue);
+                    sys::rd_kafka_TopicCollection_destroy(collection);
+                    sys::rd_kafka_AdminOptions_destroy(opts);
+                    answer(queue, |event| {
+                        let result = sys::rd_kafka_event_DescribeTopics_result(event);
+                        if result.is_null() {
+                            return Err(Failure::local("not a DescribeTopics answer"));
+                        }
+                        let mut n = 0;
+                        let described = items(
+                            sys::rd_kafka_DescribeTopics_result_topics(result, &mut n),
+                            n,
+                        );
+                        Ok(described
+                            .iter()
+                            .filter(|&&d| sys::rd_kafka_TopicDescription_error(d).is_null())
+                            .filter_map(|&d| {
+                                let id = sys::rd_kafka_TopicDescription_topic_id(d);
+                                if id.is_null()
+                                    || (sys::rd_kafka_Uuid_most_significant_bits(id) == 0
+                                        && sys::rd_kafka_Uuid_least_significant_bits(id) == 0)
+                                {
+                                    return None;
+                                }
+                                Some((
+                                    text(sys::rd_kafka_TopicDescription_name(d)),
+                                    text(sys::rd_kafka_Uuid_base64str(id)),
+                                ))
+                            })
+                            .collect())
+                    })
+                    .and_then(|r| r)
+                }
+            })
+            .await
+            .and_then(|r| r);
+        described.map_err(|f| {
+            let message = if f.name.is_empty() {
+                f.message
+            } else {
+                format!("{} ({})", f.message, f.name)
+            };
+            self.error("describe topics", message)
+        })
+    }
+}

@@ -17,6 +17,13 @@ pub trait Clusters: Send + Sync + 'static {
     fn source_topics(&self) -> impl Future<Output = Result<Snapshot, KafkaError>> + Send;
     /// The target's topics with their partition counts.
     fn target_topics(&self) -> impl Future<Output = Result<Snapshot, KafkaError>> + Send;
+    /// The topic ids of `topics` on the source (a topic deleted and created again under its
+    /// name has a new one); topics without one (gone, or a broker without topic ids) are
+    /// left out.
+    fn source_topic_ids(
+        &self,
+        topics: Vec<String>,
+    ) -> impl Future<Output = Result<BTreeMap<String, String>, KafkaError>> + Send;
     /// Creates topics on the target.
     fn create_topics(
         &self,
@@ -67,6 +74,12 @@ impl Clusters for Live {
     }
     async fn target_topics(&self) -> Result<Snapshot, KafkaError> {
         self.target.topics().await
+    }
+    async fn source_topic_ids(
+        &self,
+        topics: Vec<String>,
+    ) -> Result<BTreeMap<String, String>, KafkaError> {
+        self.source.topic_ids(&topics).await
     }
     async fn create_topics(
         &self,

@@ -104,6 +104,9 @@ pub struct Discovery<C> {
     config_queue: std::collections::VecDeque<(String, String)>,
     /// What the config sync could not do, by target topic, until it is tried again.
     config_failures: BTreeMap<String, Problem>,
+    /// The last topic id seen of each mirrored source topic (kept after the topic goes, so
+    /// that its creation again is seen).
+    topic_ids: BTreeMap<String, String>,
 }
 
 impl<C: Clusters> Discovery<C> {
@@ -119,6 +122,7 @@ impl<C: Clusters> Discovery<C> {
             configs_synced: None,
             config_queue: Default::default(),
             config_failures: BTreeMap::new(),
+            topic_ids: BTreeMap::new(),
         }
     }
 
@@ -168,9 +172,42 @@ impl<C: Clusters> Discovery<C> {
         let mirror = plan.mirror.clone();
         let published = self.publish(plan, generation, routes);
         if published && leader {
+            self.check_recreated(&mirror).await;
             self.sync_configs(&mirror, &target).await;
         }
         published
+    }
+
+    /// Compares the mirrored source topics' ids with the ones seen before: a topic deleted
+    /// and created again under its name (between two passes, or within one) is reported —
+    /// a warning, `kmirror_source_topics_recreated_total` and `source_recreated` in
+    /// `/status`. Its new records are mirrored into the same target topic, after the old
+    /// ones; what the old topic held that was not mirrored before it was deleted is gone.
+    async fn check_recreated(&mut self, mirror: &Routes) {
+        let telemetry = self.ctx.telemetry.clone();
+        let names: Vec<String> = mirror.keys().cloned().collect();
+        let ids = match self.ctx.clusters.source_topic_ids(names).await {
+            Ok(ids) => ids,
+            Err(e) => {
+                // Not an error of the mirror: only this report is missing (a broker
+                // without DescribeTopics). Said once; asked again every pass.
+                if telemetry.first_time("discovery: source topic ids") {
+                    tracing::warn!(flow = %telemetry.flow, cluster = %self.ctx.clusters.source_alias(), error = %e, "cannot read the source topics' ids, so a source topic deleted and created again is not reported");
+                }
+                return;
+            }
+        };
+        for (topic, id) in ids {
+            match self.topic_ids.get(&topic) {
+                Some(before) if *before != id => {
+                    let target = mirror.get(&topic).map_or("", |r| r.target.as_str());
+                    tracing::warn!(flow = %telemetry.flow, cluster = %self.ctx.clusters.source_alias(), topic = %topic, target = %target, topic_id_before = %before, topic_id = %id, "the source topic was deleted and created again: its new records are mirrored into the same target topic after the old ones, and records of the old topic not mirrored before it was deleted are gone");
+                    telemetry.source_recreated(&topic, target, before, &id);
+                }
+                _ => {}
+            }
+            self.topic_ids.insert(topic, id);
+        }
     }
 
     fn listed(

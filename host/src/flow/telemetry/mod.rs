@@ -8,7 +8,8 @@ pub mod status;
 use crate::flow::replication::truncation::Truncation;
 pub use status::{
     AclSyncStatus, FlowStatus, Health, InstanceStatus, LinkTally, MemberStatus, Millis,
-    PartitionStatus, Paused, SourceTruncated, TransformStatus, Unreachable, now_ms,
+    PartitionStatus, Paused, SourceRecreated, SourceTruncated, TransformStatus, Unreachable,
+    now_ms,
 };
 
 use crate::histogram::Histogram;
@@ -68,6 +69,9 @@ pub enum Counter {
     /// Times records of a source partition were found lost at the source (deleted before
     /// they were mirrored, or the topic created again).
     SourceTruncations,
+    /// Times a mirrored source topic was found deleted and created again under its name
+    /// (its topic id changed).
+    SourceTopicsRecreated,
     /// Transactions an exactly-once flow committed on the target.
     Transactions,
     /// Transactions an exactly-once flow aborted (their records are read again).
@@ -78,7 +82,7 @@ pub enum Counter {
 
 impl Counter {
     /// Every counter, in the order they are shown.
-    pub const ALL: [Counter; 25] = [
+    pub const ALL: [Counter; 26] = [
         Counter::Records,
         Counter::Bytes,
         Counter::OffsetSyncs,
@@ -101,6 +105,7 @@ impl Counter {
         Counter::TransformFailuresSkipped,
         Counter::TransformFailuresPaused,
         Counter::SourceTruncations,
+        Counter::SourceTopicsRecreated,
         Counter::Transactions,
         Counter::TransactionsAborted,
         Counter::Errors,
@@ -131,6 +136,7 @@ impl Counter {
             Counter::TransformFailuresSkipped => "transform_failures_skipped",
             Counter::TransformFailuresPaused => "transform_failures_paused",
             Counter::SourceTruncations => "source_truncations",
+            Counter::SourceTopicsRecreated => "source_topics_recreated",
             Counter::Transactions => "transactions",
             Counter::TransactionsAborted => "transactions_aborted",
             Counter::Errors => "errors",
@@ -185,6 +191,9 @@ impl Counter {
             }
             Counter::SourceTruncations => {
                 "Times records of a source partition were found lost at the source (deleted before they were mirrored, or the topic created again)"
+            }
+            Counter::SourceTopicsRecreated => {
+                "Times a mirrored source topic was found deleted and created again (its topic id changed)"
             }
             Counter::Transactions => "Transactions an exactly-once flow committed on the target",
             Counter::TransactionsAborted => {
@@ -334,6 +343,29 @@ impl FlowTelemetry {
             entry.last = truncation.clone();
             entry.at_ms = now_ms();
             entry.paused = paused;
+        });
+    }
+
+    /// The mirrored source topic `topic` was deleted and created again (topic id `before`
+    /// then `now`); it is mirrored into `target`.
+    pub fn source_recreated(&self, topic: &str, target: &str, before: &str, now: &str) {
+        self.add(Counter::SourceTopicsRecreated, 1);
+        self.update(|s| {
+            let e = s
+                .source_recreated
+                .entry(topic.to_string())
+                .or_insert_with(|| SourceRecreated {
+                    times: 0,
+                    at_ms: 0,
+                    target: String::new(),
+                    topic_id_before: String::new(),
+                    topic_id: String::new(),
+                });
+            e.times += 1;
+            e.at_ms = now_ms();
+            e.target = target.to_string();
+            e.topic_id_before = before.to_string();
+            e.topic_id = now.to_string();
         });
     }
 

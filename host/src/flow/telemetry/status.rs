@@ -190,6 +190,9 @@ pub struct FlowStatus {
     /// Topic -> partition -> records the source lost before this instance mirrored them
     /// (retention, `DeleteRecords`, a topic deleted and created again).
     pub source_truncated: BTreeMap<String, BTreeMap<i32, SourceTruncated>>,
+    /// Source topic -> its last recreation seen (deleted and created again under its name
+    /// while mirrored; on the leader).
+    pub source_recreated: BTreeMap<String, SourceRecreated>,
     /// Liveness: each loop's last turn and how often it turns.
     #[serde(skip)]
     pub loops: BTreeMap<&'static str, (Instant, Duration)>,
@@ -206,6 +209,20 @@ pub struct SourceTruncated {
     pub at_ms: Millis,
     /// Whether the partition stopped there (`on_source_truncation = "pause"`).
     pub paused: bool,
+}
+
+/// A mirrored source topic deleted and created again under its name.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SourceRecreated {
+    /// How many times it was seen.
+    pub times: u64,
+    /// When it was last seen.
+    pub at_ms: Millis,
+    /// The target topic both lives are mirrored into, the new after the old.
+    pub target: String,
+    /// The topic id before, and now.
+    pub topic_id_before: String,
+    pub topic_id: String,
 }
 
 /// What a flow's health is.

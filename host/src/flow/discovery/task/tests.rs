@@ -28,6 +28,8 @@ struct Fake {
     during_list: Mutex<Option<Box<dyn FnMut() + Send>>>,
     /// How long describing a target topic's configs takes.
     describe_takes: Mutex<Duration>,
+    /// Source topic -> its topic id (none: the broker serves no ids).
+    ids: Mutex<BTreeMap<String, String>>,
 }
 
 fn error(message: &str) -> KafkaError {
@@ -53,6 +55,16 @@ impl Clusters for Arc<Fake> {
             f();
         }
         Ok(self.target.lock().unwrap().clone())
+    }
+    async fn source_topic_ids(
+        &self,
+        topics: Vec<String>,
+    ) -> Result<BTreeMap<String, String>, KafkaError> {
+        let ids = self.ids.lock().unwrap();
+        Ok(topics
+            .into_iter()
+            .filter_map(|t| ids.get(&t).map(|id| (t, id.clone())))
+            .collect())
     }
     async fn create_topics(
         &self,
@@ -493,4 +505,60 @@ async fn two_flows_into_one_target_topic_mirror_neither() {
         reasons.contains("flow(s) b->backup also mirror into target topic orders"),
         "{reasons}"
     );
+}
+
+/// A mirrored source topic whose id changes — deleted and created again between two
+/// passes, or within one — is reported once per change: counter, `/status`, and not for a
+/// topic seen for the first time or one whose id stays.
+#[tokio::test]
+async fn a_source_topic_created_again_under_its_name_is_reported() {
+    let mut h = harness(
+        &[("orders", 1), ("steady", 1)],
+        TargetClaims::default(),
+        "primary->backup",
+    );
+    let set_ids = |h: &Harness, ids: &[(&str, &str)]| {
+        *h.fake.ids.lock().unwrap() = ids
+            .iter()
+            .map(|(t, id)| (t.to_string(), id.to_string()))
+            .collect();
+    };
+    set_ids(&h, &[("orders", "A"), ("steady", "S")]);
+    assert!(h.pass().await);
+    assert!(h.pass().await);
+    let t = h.discovery.ctx.telemetry.clone();
+    assert_eq!(
+        t.count(Counter::SourceTopicsRecreated),
+        0,
+        "first sight, same ids"
+    );
+
+    // Deleted and created again within one pass.
+    set_ids(&h, &[("orders", "B"), ("steady", "S")]);
+    assert!(h.pass().await);
+    assert_eq!(t.count(Counter::SourceTopicsRecreated), 1);
+    let r = t.status().source_recreated["orders"].clone();
+    assert_eq!(
+        (
+            r.times,
+            r.target.as_str(),
+            r.topic_id_before.as_str(),
+            r.topic_id.as_str()
+        ),
+        (1, "primary.orders", "A", "B")
+    );
+    assert!(!t.status().source_recreated.contains_key("steady"));
+
+    // Deleted (a pass without it), then created again: its old id was kept.
+    h.fake.source.lock().unwrap().remove("orders");
+    set_ids(&h, &[("steady", "S")]);
+    assert!(h.pass().await);
+    h.fake.source.lock().unwrap().insert("orders".into(), 1);
+    set_ids(&h, &[("orders", "C"), ("steady", "S")]);
+    assert!(h.pass().await);
+    assert!(h.pass().await);
+    assert_eq!(t.count(Counter::SourceTopicsRecreated), 2);
+    assert_eq!(t.status().source_recreated["orders"].topic_id, "C");
+    // Not an error of the flow: nothing counted as one.
+    assert_eq!(t.count(Counter::Errors), 0);
 }
