@@ -145,6 +145,7 @@ fn spawn(
             plugins: ctx.plugins.clone(),
             interval: acl.interval,
             delete: acl.delete,
+            replication_factor: rf,
             routes: ctx.routes.clone(),
             leader: leader.clone(),
             telemetry,

@@ -27,7 +27,9 @@ mod kinds;
 pub use kinds::{AclOperation, AclPermission, PatternType};
 
 /// One ACL binding on a topic resource, as kmirror reads and writes it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct AclBinding {
     /// The topic name, or the prefix of a PREFIXED pattern (`*`: every topic).
     pub resource_name: String,

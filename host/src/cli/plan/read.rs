@@ -66,7 +66,21 @@ async fn acl_rows(
         Ok(internal) => plugins.reserving(&internal),
         Err(e) => return note(&e),
     };
-    match acls::task::planned(&plugins, &s, &t, mirrored, delete).await {
+    // Deletion goes only as far as the flow's ledger on the target says it created.
+    let synced = if delete {
+        use crate::flow::acls::clusters::AclClusters;
+        let live = crate::flow::discovery::clusters::Live {
+            source: source.clone(),
+            target: target.clone(),
+        };
+        match live.synced().await {
+            Ok(fold) => Some(fold.synced),
+            Err(e) => return note(&format!("the ACL ledger: {e}")),
+        }
+    } else {
+        None
+    };
+    match acls::task::planned(&plugins, &s, &t, mirrored, synced.as_ref()).await {
         Ok(p) => AclRows {
             create: p.plan.create,
             delete: p.plan.delete,

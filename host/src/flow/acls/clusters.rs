@@ -3,9 +3,17 @@
 //! cannot take a CreateAcls, so the loop's handling of bindings and failures is tested
 //! against the fake).
 
+use super::ledger::{self, Fold};
 use crate::flow::discovery::clusters::Live;
+use crate::kafka::KafkaError;
 use crate::kafka::acls::{AclBinding, AclError};
+use crate::kafka::internal::{InternalWriter, read_topic_to_end};
 use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long reading the ledger, or writing one record of it, may take.
+const LEDGER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The source and target of a flow, as ACL sync uses them.
 pub trait AclClusters: Send + Sync + 'static {
@@ -28,6 +36,18 @@ pub trait AclClusters: Send + Sync + 'static {
         &self,
         bindings: Vec<AclBinding>,
     ) -> impl Future<Output = Vec<Result<usize, AclError>>> + Send;
+    /// What the ledger on the target says this flow created and has not deleted since
+    /// (empty when there is no ledger yet).
+    fn synced(&self) -> impl Future<Output = Result<Fold, KafkaError>> + Send;
+    /// Records in the ledger that `created` were created and `deleted` deleted by `flow`
+    /// (creating the ledger topic first if needed, with `replication_factor`).
+    fn record(
+        &self,
+        flow: &str,
+        replication_factor: Option<i32>,
+        created: Vec<AclBinding>,
+        deleted: Vec<AclBinding>,
+    ) -> impl Future<Output = Result<(), KafkaError>> + Send;
 }
 
 impl AclClusters for Live {
@@ -48,5 +68,57 @@ impl AclClusters for Live {
     }
     async fn delete(&self, bindings: Vec<AclBinding>) -> Vec<Result<usize, AclError>> {
         self.target.delete_acls(&bindings).await
+    }
+    async fn synced(&self) -> Result<Fold, KafkaError> {
+        let topic = ledger::topic(&self.source.alias);
+        if !self.target.topics().await?.contains_key(&topic) {
+            return Ok(Fold::default());
+        }
+        let fold = Arc::new(Mutex::new(Fold::default()));
+        let into = fold.clone();
+        let complete = read_topic_to_end(&self.target, &topic, LEDGER_TIMEOUT, move |k, v| {
+            into.lock().unwrap_or_else(|e| e.into_inner()).apply(k, v)
+        })
+        .await?;
+        if !complete {
+            return Err(self.target.error(
+                format!("read {topic}"),
+                format!("its end was not reached within {LEDGER_TIMEOUT:?}"),
+            ));
+        }
+        Ok(std::mem::take(
+            &mut *fold.lock().unwrap_or_else(|e| e.into_inner()),
+        ))
+    }
+    async fn record(
+        &self,
+        flow: &str,
+        replication_factor: Option<i32>,
+        created: Vec<AclBinding>,
+        deleted: Vec<AclBinding>,
+    ) -> Result<(), KafkaError> {
+        let topic = ledger::topic(&self.source.alias);
+        self.target
+            .ensure_internal_topic(&topic, replication_factor, None)
+            .await?
+            .map_err(|e| self.target.error(format!("create {topic}"), e))?;
+        let writer = InternalWriter::new(&self.target, &topic)?;
+        let value = ledger::value(flow, crate::flow::telemetry::now_ms());
+        let sent: Vec<_> = created
+            .iter()
+            .map(|b| writer.send(&ledger::key(b), &value, None))
+            .collect();
+        for acked in sent {
+            tokio::time::timeout(LEDGER_TIMEOUT, acked)
+                .await
+                .map_err(|_| {
+                    self.target
+                        .error(format!("write to {topic}"), "not acked in time")
+                })??;
+        }
+        for b in &deleted {
+            writer.tombstone(&ledger::key(b), LEDGER_TIMEOUT).await?;
+        }
+        Ok(())
     }
 }

@@ -36,6 +36,7 @@
 //! - [`task`]: the loop; [`clusters`]: what it needs of the clusters, as a trait.
 
 pub mod clusters;
+pub mod ledger;
 pub mod rules;
 pub mod task;
 

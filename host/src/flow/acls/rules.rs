@@ -93,14 +93,15 @@ impl AclPlan {
     }
 }
 
-/// Compares `desired` with the target's bindings: what is missing is created; with `delete`,
-/// every [`previously_synced`] binding (for a topic of `mirrored`) that is not desired is
-/// deleted. Nothing else is ever deleted.
+/// Compares `desired` with the target's bindings: what is missing is created; with
+/// deletion on (`synced`: the ledger's bindings, [`super::ledger`]), every binding the flow
+/// created (in `synced`) that still has the [`previously_synced`] shape, on a topic of
+/// `mirrored`, and is no longer desired is deleted. Nothing else is ever deleted.
 pub fn plan(
     desired: &BTreeSet<AclBinding>,
     target: &[AclBinding],
     mirrored: &BTreeSet<String>,
-    delete: bool,
+    synced: Option<&BTreeSet<AclBinding>>,
 ) -> AclPlan {
     let present: BTreeSet<&AclBinding> = target.iter().collect();
     let create = desired
@@ -108,14 +109,17 @@ pub fn plan(
         .filter(|b| !present.contains(b))
         .cloned()
         .collect();
-    let delete = if delete {
-        let gone: BTreeSet<&AclBinding> = present
-            .into_iter()
-            .filter(|b| previously_synced(b, mirrored) && !desired.contains(*b))
-            .collect();
-        gone.into_iter().cloned().collect()
-    } else {
-        Vec::new()
+    let delete = match synced {
+        Some(synced) => {
+            let gone: BTreeSet<&AclBinding> = present
+                .into_iter()
+                .filter(|b| {
+                    synced.contains(*b) && previously_synced(b, mirrored) && !desired.contains(*b)
+                })
+                .collect();
+            gone.into_iter().cloned().collect()
+        }
+        None => Vec::new(),
     };
     AclPlan { create, delete }
 }

@@ -45,8 +45,11 @@ pub struct AclContext<C> {
     pub plugins: FlowPlugins,
     /// How often a pass runs.
     pub interval: Duration,
-    /// Whether previously synced bindings whose source binding is gone are deleted.
+    /// Whether bindings the flow created (its ledger) whose source binding is gone are
+    /// deleted.
     pub delete: bool,
+    /// Replication factor of the ledger topic (`None`: the broker's default).
+    pub replication_factor: Option<i32>,
     /// What the flow mirrors (deletion touches only these topics).
     pub routes: watch::Receiver<Routes>,
     /// Whether this instance leads the flow; a pass runs only while it does.
@@ -120,19 +123,21 @@ pub struct Planned {
     pub failed: Vec<(String, PluginError)>,
 }
 
-/// Decides the topics of `source`'s bindings (and, with `delete`, of the mirrored topics)
-/// with one batched plugin call and plans against `target` (`kmirror plan` shows the same).
+/// Decides the topics of `source`'s bindings (and, with deletion on — `synced`, the
+/// ledger's bindings — of the mirrored topics) with one batched plugin call and plans
+/// against `target` (`kmirror plan` shows the same).
 pub async fn planned(
     plugins: &FlowPlugins,
     source: &[AclBinding],
     target: &[AclBinding],
     routes: &Routes,
-    delete: bool,
+    synced: Option<&BTreeSet<AclBinding>>,
 ) -> Result<Planned, PluginError> {
     // An empty source listing cannot be told from a source whose authorizer is off or that
     // no longer lets kmirror describe its ACLs (librdkafka drops DescribeAcls' top-level
     // error): it never deletes anything.
-    let delete = delete && !source.is_empty();
+    let synced = synced.filter(|_| !source.is_empty());
+    let delete = synced.is_some();
     let mut names: BTreeSet<String> = source
         .iter()
         .filter(|b| rules::eligible(b))
@@ -154,7 +159,7 @@ pub async fn planned(
         BTreeSet::new()
     };
     Ok(Planned {
-        plan: rules::plan(&desired, target, &mirrored, delete),
+        plan: rules::plan(&desired, target, &mirrored, synced),
         failed: decided.failed,
     })
 }
@@ -185,7 +190,34 @@ impl<C: AclClusters> AclSync<C> {
         if delete && source.is_empty() {
             tracing::warn!(flow = %self.ctx.telemetry.flow, "acl sync: the source lists no ACLs; nothing is deleted on the target (an empty listing may be a source without an authorizer or without DESCRIBE rights)");
         }
-        let planned = match planned(&self.ctx.plugins, &source, &target, &routes, delete).await {
+        // With deletion on, only what the ledger says this flow created may go; a ledger
+        // that cannot be read deletes nothing this pass.
+        let mut ledger_failed = None;
+        let synced = if delete && !source.is_empty() {
+            match self.ctx.clusters.synced().await {
+                Ok(fold) => {
+                    if fold.malformed > 0 {
+                        tracing::warn!(flow = %self.ctx.telemetry.flow, records = fold.malformed, "acl sync: the ledger holds records that are not bindings; they are skipped");
+                    }
+                    Some(fold.synced)
+                }
+                Err(e) => {
+                    ledger_failed = Some(e);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let planned = match planned(
+            &self.ctx.plugins,
+            &source,
+            &target,
+            &routes,
+            synced.as_ref(),
+        )
+        .await
+        {
             Ok(p) => p,
             Err(e) => {
                 return self.failed("acl sync: topic filter / replication policy", e.kind(), &e);
@@ -198,13 +230,22 @@ impl<C: AclClusters> AclSync<C> {
             telemetry.note_error("acl sync: decide a topic", e.kind(), e);
             pass.error = Some(format!("topic {topic}: {e}"));
         }
+        if let Some(e) = &ledger_failed {
+            pass.failed += 1;
+            pass.error = Some(format!(
+                "acl sync: read the ledger (nothing deleted this pass): {e}"
+            ));
+            telemetry.note_error("acl sync: read the ledger", e.kind(), e);
+        }
         let AclPlan { create, delete } = planned.plan;
+        let (mut created, mut deleted) = (Vec::new(), Vec::new());
         if !create.is_empty() {
             let results = self.ctx.clusters.create(create.clone()).await;
             for (b, r) in create.iter().zip(results) {
                 match r {
                     Ok(()) => {
                         pass.created += 1;
+                        created.push(b.clone());
                         tracing::info!(flow = %telemetry.flow, acl = %b, "created ACL on the target");
                     }
                     Err(e) if e.is_not_served() => return self.turn_off(&e, pass),
@@ -218,10 +259,31 @@ impl<C: AclClusters> AclSync<C> {
                 match r {
                     Ok(n) => {
                         pass.deleted += n as u64;
+                        deleted.push(b.clone());
                         tracing::info!(flow = %telemetry.flow, acl = %b, "deleted ACL from the target: its source binding is gone");
                     }
                     Err(e) if e.is_not_served() => return self.turn_off(&e, pass),
                     Err(e) => self.step_failed(&mut pass, "delete ACL", &e),
+                }
+            }
+        }
+        // The ledger: what was created may be deleted by a later pass; what was deleted is
+        // no longer the flow's. A binding created but not recorded is never deleted by
+        // kmirror (the safe side): a warning names it, for an operator to remove by hand
+        // once its source binding goes.
+        if !created.is_empty() || !deleted.is_empty() {
+            let flow = telemetry.flow.clone();
+            if let Err(e) = self
+                .ctx
+                .clusters
+                .record(&flow, self.ctx.replication_factor, created.clone(), deleted)
+                .await
+            {
+                pass.failed += 1;
+                pass.error = Some(format!("acl sync: record in the ledger: {e}"));
+                telemetry.note_error("acl sync: record in the ledger", e.kind(), &e);
+                for b in &created {
+                    tracing::warn!(flow = %telemetry.flow, acl = %b, error = %e, "created ACL not recorded in the ledger: sync_topic_acls_delete will never delete it");
                 }
             }
         }

@@ -5,7 +5,9 @@ use rdkafka_sys as sys;
 
 /// How a binding's resource name matches topics. (DescribeAcls only ever answers these
 /// two; ANY and MATCH exist only in filters.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum PatternType {
     /// The topic with exactly this name (or every topic, for the name `*`).
@@ -15,7 +17,9 @@ pub enum PatternType {
 }
 
 /// What a binding allows or denies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum AclOperation {
     /// Every operation.
@@ -43,7 +47,9 @@ pub enum AclOperation {
 }
 
 /// Whether a binding allows or denies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum AclPermission {
     /// Denies (wins over any ALLOW).

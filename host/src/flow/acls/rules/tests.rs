@@ -194,7 +194,7 @@ fn only_missing_bindings_are_created_and_nothing_is_deleted_by_default() {
         acl("primary.orders", Literal, "User:gone", Read, Allow),
     ];
     let mirrored = ["primary.orders".to_string()].into();
-    let p = plan(&want, &target, &mirrored, false);
+    let p = plan(&want, &target, &mirrored, None);
     assert_eq!(
         p.create,
         vec![acl("primary.orders", Literal, "User:bob", Read, Allow)]
@@ -202,7 +202,7 @@ fn only_missing_bindings_are_created_and_nothing_is_deleted_by_default() {
     assert!(p.delete.is_empty(), "deletion is opt-in");
     let after: Vec<AclBinding> = target.iter().cloned().chain(p.create).collect();
     assert!(
-        plan(&want, &after, &mirrored, false).is_empty(),
+        plan(&want, &after, &mirrored, None).is_empty(),
         "a second pass has nothing to do"
     );
 }
@@ -251,13 +251,28 @@ fn deletion_removes_only_previously_synced_bindings_of_mirrored_topics() {
         .chain(deleted.iter().cloned())
         .collect();
     let mirrored = ["primary.orders".to_string(), "primary.payments".to_string()].into();
-    let p = plan(&want, &target, &mirrored, true);
+    // The ledger names everything above (as if the flow had made each binding), so the
+    // shape rules alone keep the first group...
+    let ledger: BTreeSet<AclBinding> = target.iter().cloned().collect();
+    let p = plan(&want, &target, &mirrored, Some(&ledger));
     assert!(p.create.is_empty());
     assert_eq!(set(&p.delete), set(&deleted));
     for (b, why) in &kept_and_why {
         assert!(!p.delete.contains(b), "{why}: {b}");
     }
-    assert!(plan(&want, &target, &mirrored, false).delete.is_empty());
+    assert!(plan(&want, &target, &mirrored, None).delete.is_empty());
+    // ...and a binding the flow did not create (an operator's, MirrorMaker 2's) is kept
+    // however it looks: only what the ledger names is deleted.
+    let operators = acl("primary.orders", Literal, "User:bob", Read, Allow);
+    let ledger: BTreeSet<AclBinding> = ledger.into_iter().filter(|b| *b != operators).collect();
+    let p = plan(&want, &target, &mirrored, Some(&ledger));
+    assert!(!p.delete.contains(&operators), "{p:?}");
+    assert_eq!(p.delete.len(), deleted.len() - 1);
+    assert!(
+        plan(&want, &target, &mirrored, Some(&BTreeSet::new()))
+            .delete
+            .is_empty()
+    );
 }
 
 #[test]

@@ -52,6 +52,12 @@ struct Fake {
     listings: AtomicUsize,
     create_calls: Mutex<Vec<Vec<AclBinding>>>,
     delete_calls: Mutex<Vec<Vec<AclBinding>>>,
+    /// The ledger on the target: the bindings the flow created and did not delete.
+    ledger: Mutex<BTreeSet<AclBinding>>,
+    /// Reading the ledger fails.
+    ledger_unreadable: Mutex<bool>,
+    /// Writing to the ledger fails.
+    ledger_unwritable: Mutex<bool>,
 }
 
 impl Default for Fake {
@@ -65,6 +71,9 @@ impl Default for Fake {
             listings: AtomicUsize::new(0),
             create_calls: Mutex::default(),
             delete_calls: Mutex::default(),
+            ledger: Mutex::default(),
+            ledger_unreadable: Mutex::default(),
+            ledger_unwritable: Mutex::default(),
         }
     }
 }
@@ -122,6 +131,39 @@ impl AclClusters for Arc<Fake> {
             })
             .collect()
     }
+    async fn synced(&self) -> Result<super::super::ledger::Fold, KafkaError> {
+        if *self.ledger_unreadable.lock().unwrap() {
+            return Err(error(
+                "backup",
+                "read kmirror-acls.primary.internal: timed out",
+            ));
+        }
+        Ok(super::super::ledger::Fold {
+            synced: self.ledger.lock().unwrap().clone(),
+            malformed: 0,
+        })
+    }
+    async fn record(
+        &self,
+        flow: &str,
+        _: Option<i32>,
+        created: Vec<AclBinding>,
+        deleted: Vec<AclBinding>,
+    ) -> Result<(), KafkaError> {
+        assert_eq!(flow, "primary->backup");
+        if *self.ledger_unwritable.lock().unwrap() {
+            return Err(error(
+                "backup",
+                "write to kmirror-acls.primary.internal: timed out",
+            ));
+        }
+        let mut ledger = self.ledger.lock().unwrap();
+        ledger.extend(created);
+        for b in &deleted {
+            ledger.remove(b);
+        }
+        Ok(())
+    }
 }
 
 fn acl(topic: &str, principal: &str, operation: AclOperation) -> AclBinding {
@@ -159,6 +201,7 @@ fn harness(delete: bool) -> Harness {
         plugins,
         interval: Duration::from_millis(20),
         delete,
+        replication_factor: None,
         routes: routes_rx,
         leader: leader_rx,
         telemetry: Arc::new(FlowTelemetry::new("primary->backup")),
@@ -176,6 +219,17 @@ fn harness(delete: bool) -> Harness {
 impl Harness {
     fn source(&self, bindings: Vec<AclBinding>) {
         *self.fake.source.lock().unwrap() = Listing::Bindings(bindings);
+    }
+    /// The flow created these (its ledger says so).
+    fn created_before(&self, bindings: &[AclBinding]) {
+        self.fake
+            .ledger
+            .lock()
+            .unwrap()
+            .extend(bindings.iter().cloned());
+    }
+    fn ledger(&self) -> BTreeSet<AclBinding> {
+        self.fake.ledger.lock().unwrap().clone()
     }
     fn target(&self) -> BTreeSet<AclBinding> {
         self.fake.target.lock().unwrap().iter().cloned().collect()
@@ -201,6 +255,7 @@ impl Harness {
             plugins: self.sync.ctx.plugins.clone(),
             interval: self.sync.ctx.interval,
             delete: self.sync.ctx.delete,
+            replication_factor: None,
             routes: self.routes.subscribe(),
             leader: self.leader.subscribe(),
             telemetry: self.sync.ctx.telemetry.clone(),
@@ -295,19 +350,28 @@ async fn deletion_is_opt_in_and_removes_only_synced_bindings_whose_source_is_gon
     assert!(off.fake.delete_calls.lock().unwrap().is_empty());
     assert_eq!(off.target(), set(&start));
 
-    // On: exactly the synced bindings of mirrored topics without a source binding.
+    // On: exactly the bindings the flow created (its ledger) on mirrored topics without a
+    // source binding. An operator's binding of the same shape is not the flow's: kept.
+    let operators = acl("primary.orders", "User:dave", AclOperation::Read);
     let mut on = harness(true);
     on.routes.send_replace(routes);
     on.source(source);
     *on.fake.target.lock().unwrap() = start.clone();
+    on.fake.target.lock().unwrap().push(operators.clone());
+    on.created_before(&[kept.clone(), stale.clone(), stale_payments.clone()]);
+    on.created_before(&untouched);
     assert_eq!(on.sync.pass().await, Outcome::Synced);
     assert_eq!(
         set(&on.fake.delete_calls.lock().unwrap().concat()),
-        set(&[stale, stale_payments])
+        set(&[stale.clone(), stale_payments.clone()])
     );
     let mut left = set(&untouched);
-    left.insert(kept);
+    left.insert(kept.clone());
+    left.insert(operators);
     assert_eq!(on.target(), left);
+    // The deleted ones are no longer the flow's.
+    assert!(!on.ledger().contains(&stale) && !on.ledger().contains(&stale_payments));
+    assert!(on.ledger().contains(&kept));
     assert_eq!(on.count(Counter::AclsDeleted), 2);
     assert_eq!(on.last().deleted, 2);
     assert_eq!(on.sync.pass().await, Outcome::Synced);
@@ -325,6 +389,7 @@ async fn an_empty_source_listing_deletes_nothing() {
     let mut h = harness(true);
     let synced = acl("primary.orders", "User:bob", AclOperation::Read);
     h.fake.target.lock().unwrap().push(synced.clone());
+    h.created_before(std::slice::from_ref(&synced));
     h.routes
         .send_replace([("orders".to_string(), Route::new("primary.orders", 1))].into());
     assert_eq!(h.sync.pass().await, Outcome::Synced);
@@ -338,6 +403,7 @@ async fn deletion_waits_until_routes_name_the_topic_as_mirrored() {
     let stale = acl("primary.orders", "User:bob", AclOperation::Read);
     h.source(vec![acl("payments", "User:carol", AclOperation::Read)]);
     h.fake.target.lock().unwrap().push(stale.clone());
+    h.created_before(std::slice::from_ref(&stale));
     // Discovery has published nothing yet: nothing counts as mirrored.
     assert_eq!(h.sync.pass().await, Outcome::Synced);
     assert!(h.fake.delete_calls.lock().unwrap().is_empty());
@@ -457,6 +523,7 @@ async fn a_failed_deletion_or_listing_is_counted_and_retried() {
     // deletes nothing).
     h.source(vec![acl("unmirrored", "User:carol", AclOperation::Read)]);
     h.fake.target.lock().unwrap().push(stale.clone());
+    h.created_before(std::slice::from_ref(&stale));
     *h.fake.fail_deletes.lock().unwrap() = 1;
     assert_eq!(h.sync.pass().await, Outcome::Failed);
     assert_eq!(h.count(Counter::AclSyncFailures), 1);
@@ -516,4 +583,68 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
     fn make_writer(&'a self) -> Self::Writer {
         self.clone()
     }
+}
+
+/// Every binding the flow creates is recorded in the ledger, with deletion on or off (so
+/// turning it on later knows what was synced); a ledger that cannot be read deletes
+/// nothing that pass but still creates; a ledger write that fails is counted and the
+/// binding it could not record is never deleted.
+#[tokio::test]
+async fn the_ledger_records_what_the_flow_created_and_gates_every_deletion() {
+    let routes: Routes = [("orders".to_string(), Route::new("primary.orders", 1))].into();
+    let alice = acl("primary.orders", "User:alice", AclOperation::Read);
+    let bob = acl("primary.orders", "User:bob", AclOperation::Read);
+
+    // Off: created and recorded.
+    let mut off = harness(false);
+    off.routes.send_replace(routes.clone());
+    off.source(vec![acl("orders", "User:alice", AclOperation::Read)]);
+    assert_eq!(off.sync.pass().await, Outcome::Synced);
+    assert_eq!(off.ledger(), set(&[alice.clone()]));
+
+    // On: bob was created by the flow earlier and his source binding went; the ledger
+    // cannot be read this pass, so nothing is deleted, but carol is still created.
+    let mut on = harness(true);
+    on.routes.send_replace(routes);
+    on.source(vec![
+        acl("orders", "User:alice", AclOperation::Read),
+        acl("orders", "User:carol", AclOperation::Read),
+    ]);
+    *on.fake.target.lock().unwrap() = vec![alice.clone(), bob.clone()];
+    on.created_before(&[alice.clone(), bob.clone()]);
+    *on.fake.ledger_unreadable.lock().unwrap() = true;
+    assert_eq!(on.sync.pass().await, Outcome::Failed);
+    assert!(on.fake.delete_calls.lock().unwrap().is_empty());
+    let carol = acl("primary.orders", "User:carol", AclOperation::Read);
+    assert!(on.target().contains(&carol) && on.target().contains(&bob));
+    assert!(
+        on.last().error.unwrap().contains("read the ledger"),
+        "{:?}",
+        on.last()
+    );
+    assert!(on.ledger().contains(&carol), "recorded even so");
+
+    // Readable again: bob goes, and leaves the ledger.
+    *on.fake.ledger_unreadable.lock().unwrap() = false;
+    assert_eq!(on.sync.pass().await, Outcome::Synced);
+    assert_eq!(on.target(), set(&[alice.clone(), carol.clone()]));
+    assert_eq!(on.ledger(), set(&[alice.clone(), carol.clone()]));
+
+    // A creation whose record fails: counted; the binding exists but is not the flow's
+    // in the ledger, so when its source goes it is kept.
+    on.source(vec![
+        acl("orders", "User:alice", AclOperation::Read),
+        acl("orders", "User:carol", AclOperation::Read),
+        acl("orders", "User:erin", AclOperation::Read),
+    ]);
+    *on.fake.ledger_unwritable.lock().unwrap() = true;
+    let failures = on.count(Counter::AclSyncFailures);
+    assert_eq!(on.sync.pass().await, Outcome::Failed);
+    assert_eq!(on.count(Counter::AclSyncFailures), failures + 1);
+    let erin = acl("primary.orders", "User:erin", AclOperation::Read);
+    assert!(on.target().contains(&erin) && !on.ledger().contains(&erin));
+    *on.fake.ledger_unwritable.lock().unwrap() = false;
+    on.source(vec![acl("orders", "User:alice", AclOperation::Read)]);
+    assert_eq!(on.sync.pass().await, Outcome::Synced);
+    assert_eq!(on.target(), set(&[alice, erin]), "carol deleted, erin kept");
 }
