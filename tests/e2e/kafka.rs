@@ -8,13 +8,14 @@
 //!   reaches the target; the source broker's static settings are never copied;
 //! - a topic whose configs kmirror may not read is not created;
 //! - ACL sync against `StandardAuthorizer`, by MM2's rules, and deletion (on) of ALLOW
-//!   bindings gone at the source, never of a DENY;
+//!   bindings gone at the source that kmirror created (its ledger), never of an operator's
+//!   binding, ALLOW or DENY;
 //! - a transactional source producer that commits and aborts: no aborted record reaches the
 //!   target, at-least-once and exactly-once, and translation stays exact across the markers;
 //! - records deleted at the source (`DeleteRecords`) before they were mirrored: the lost
 //!   range reported exactly, nothing else skipped, at-least-once and exactly-once;
-//! - a source topic deleted and recreated while mirrored: never a crash, the new log
-//!   mirrored from its start;
+//! - a source topic deleted and recreated while mirrored: reported (its topic id changed),
+//!   never a crash, the new log mirrored from its start;
 //! - consumer groups of both protocols (classic and KIP-848) checkpointed and synced;
 //! - TLS and SASL/SCRAM as operators connect, and a wrong password or an untrusted
 //!   certificate reported in `/status` and the log, naming the cluster and the cause,
@@ -316,20 +317,26 @@ fn topic_acls_are_synced_by_mm2_rules_and_only_synced_ones_deleted() {
         &["--resource-pattern-type", "prefixed"],
     ); // not literal
     add("User:erin", "Describe", "other", &[]);
-    // On the target, an operator's own DENY on the mirrored topic: never deleted (with
-    // deletion on, the source owns the ALLOW bindings of mirrored topics: README, ACL sync).
-    acl_command(
-        &backup.addr,
-        &[
-            "--add",
-            "--deny-principal",
-            "User:zed",
-            "--operation",
-            "Read",
-            "--topic",
-            "primary.orders",
-        ],
-    );
+    // On the target, an operator's own DENY and ALLOW on the mirrored topic: never deleted,
+    // the ALLOW though it has the shape of a synced binding — kmirror deletes only what its
+    // ledger says it created (README, ACL sync).
+    for (permission, principal) in [
+        ("--deny-principal", "User:zed"),
+        ("--allow-principal", "User:frank"),
+    ] {
+        acl_command(
+            &backup.addr,
+            &[
+                "--add",
+                permission,
+                principal,
+                "--operation",
+                "Read",
+                "--topic",
+                "primary.orders",
+            ],
+        );
+    }
 
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(
@@ -343,6 +350,7 @@ fn topic_acls_are_synced_by_mm2_rules_and_only_synced_ones_deleted() {
     let expected = vec![
         "primary.orders LITERAL User:alice READ ALLOW".to_string(),
         "primary.orders LITERAL User:bob READ ALLOW".to_string(),
+        "primary.orders LITERAL User:frank READ ALLOW".to_string(),
         "primary.orders LITERAL User:zed READ DENY".to_string(),
         "primary.other LITERAL User:erin DESCRIBE ALLOW".to_string(),
     ];
@@ -357,7 +365,43 @@ fn topic_acls_are_synced_by_mm2_rules_and_only_synced_ones_deleted() {
         k.logs()
     );
 
-    // Removed at the source: deleted on the target; the operator's own binding stays.
+    // The ledger on the target names exactly the three bindings kmirror created.
+    let ledger = |want: usize| -> Vec<(String, bool)> {
+        Client::new(&backup.addr)
+            .read_all(
+                "kmirror-acls.primary.internal",
+                1,
+                want,
+                Duration::from_secs(5),
+            )
+            .into_iter()
+            .map(|r| {
+                let key: serde_json::Value =
+                    serde_json::from_slice(r.key.as_deref().unwrap_or(b"null"))
+                        .expect("a JSON key");
+                (
+                    format!(
+                        "{} {}",
+                        key["principal"].as_str().unwrap_or("?"),
+                        key["operation"].as_str().unwrap_or("?")
+                    ),
+                    r.value.is_some(),
+                )
+            })
+            .collect()
+    };
+    let mut recorded = ledger(3);
+    recorded.sort();
+    assert_eq!(
+        recorded,
+        vec![
+            ("User:alice READ".to_string(), true),
+            ("User:bob READ".to_string(), true),
+            ("User:erin DESCRIBE".to_string(), true),
+        ]
+    );
+
+    // Removed at the source: deleted on the target; the operator's own bindings stay.
     acl_command(
         &primary.addr,
         &[
@@ -373,6 +417,7 @@ fn topic_acls_are_synced_by_mm2_rules_and_only_synced_ones_deleted() {
     );
     let expected = vec![
         "User:bob READ ALLOW".to_string(),
+        "User:frank READ ALLOW".to_string(),
         "User:zed READ DENY".to_string(),
     ];
     let got = poll_until(T, || {
@@ -384,6 +429,16 @@ fn topic_acls_are_synced_by_mm2_rules_and_only_synced_ones_deleted() {
         expected,
         "log:\n{}",
         k.logs()
+    );
+    // The deletion is recorded: a tombstone for alice's binding.
+    let recorded = wait_for("the deletion in the ledger", T, || {
+        let l = ledger(4);
+        (l.len() == 4).then_some(l)
+    });
+    assert_eq!(
+        recorded[3],
+        ("User:alice READ".to_string(), false),
+        "{recorded:?}"
     );
     assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
 }
@@ -623,10 +678,35 @@ fn a_source_topic_deleted_and_recreated_is_mirrored_on_without_a_crash() {
         (0..20).all(|i| counts.get(&format!("id-{i}")) == Some(&1)),
         "the old records once: {counts:?}"
     );
+    // Reported: the topic id changed (in /status, the counter and the log).
+    let seen = wait_for("the recreation reported in /status", T, || {
+        let s = flow_status(&status)?;
+        let r = s["source_recreated"]["orders"].clone();
+        r.is_object().then_some(r)
+    });
+    assert_eq!(seen["target"], "primary.orders", "{seen}");
+    assert_eq!(seen["times"], 1, "{seen}");
+    assert_ne!(seen["topic_id"], seen["topic_id_before"], "{seen}");
+    let metrics = http_text(&status, "/metrics").expect("metrics");
+    assert!(
+        metrics.contains("kmirror_source_topics_recreated_total{flow=\"primary->backup\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        k.logs()
+            .contains("the source topic was deleted and created again"),
+        "{}",
+        k.logs()
+    );
     // Kafka deletes a deleted topic's committed offsets, so the new log is read from its
     // start and nothing of it is lost: the flow stays healthy.
     let s = flow_status(&status).expect("status");
     assert_eq!(s["health"]["state"], "ok", "{s}");
+    assert_eq!(
+        s["source_recreated"].as_object().map(|m| m.len()),
+        Some(1),
+        "{s}"
+    );
     assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
 }
 

@@ -39,11 +39,24 @@ pub struct KafkaOptions {
     pub advertised_port: Option<u16>,
     /// Further `server.properties` lines.
     pub extra: Vec<(String, String)>,
+    /// The broker's maximum heap (default 512m).
+    pub heap: Option<String>,
+    /// JVM options replacing the test defaults (serial GC, C1 only), e.g. G1 for a broker
+    /// with thousands of partitions, whose serial full collections paused it for seconds.
+    pub jvm: Option<Vec<String>>,
 }
 
 impl KafkaOptions {
     pub fn sasl(mut self) -> Self {
         self.sasl = true;
+        self
+    }
+    pub fn heap(mut self, heap: &str) -> Self {
+        self.heap = Some(heap.to_string());
+        self
+    }
+    pub fn jvm(mut self, options: &[&str]) -> Self {
+        self.jvm = Some(options.iter().map(|o| o.to_string()).collect());
         self
     }
     pub fn tls(mut self) -> Self {
@@ -74,6 +87,8 @@ pub struct Kafka {
     sasl_ssl: Option<String>,
     dir: Option<tempfile::TempDir>,
     child: Option<Child>,
+    heap: String,
+    jvm: Option<Vec<String>>,
 }
 
 /// The directory holding the Kafka and MirrorMaker 2 jars: `KMIRROR_KAFKA_LIB`, or where
@@ -109,10 +124,45 @@ pub fn kafka_version() -> String {
     text[start..end].trim().to_string()
 }
 
+/// Kafka keeps one descriptor open per partition (its active segment): a broker with 20,000
+/// topics needs more than this machine's default limit of 20,000. The JVM gets 65,536 (or
+/// the most the kernel and the user's hard limit allow; raising the hard limit needs root).
+fn more_open_files(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getrlimit/setrlimit are async-signal-safe; nothing else runs before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut l = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < 65_536 {
+                let want = libc::rlimit {
+                    rlim_cur: 65_536,
+                    rlim_max: l.rlim_max.max(65_536),
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &want) != 0 {
+                    let soft = libc::rlimit {
+                        rlim_cur: l.rlim_max,
+                        rlim_max: l.rlim_max,
+                    };
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &soft);
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
 /// `java` (dying with the calling thread) with the test JVM's options: a small heap, serial GC and the C1 compiler only
 /// (quick starts on two cores, several JVMs at once), unless `KMIRROR_KAFKA_JVM_OPTS`
 /// replaces them (the benches do).
 pub fn java(dir: &Path, heap: &str) -> Command {
+    java_with(dir, heap, None)
+}
+
+/// [`java`] with `options` instead of the test defaults (`KMIRROR_KAFKA_JVM_OPTS` still wins).
+pub fn java_with(dir: &Path, heap: &str, options: Option<&[String]>) -> Command {
     let java = std::env::var_os("JAVA_HOME")
         .map(|h| PathBuf::from(h).join("bin/java"))
         .filter(|j| j.is_file())
@@ -121,6 +171,10 @@ pub fn java(dir: &Path, heap: &str) -> Command {
     match std::env::var("KMIRROR_KAFKA_JVM_OPTS") {
         Ok(opts) => {
             cmd.args(opts.split_whitespace());
+        }
+        Err(_) if options.is_some() => {
+            cmd.arg(format!("-Xmx{heap}"))
+                .args(options.unwrap_or_default());
         }
         Err(_) => {
             cmd.args([
@@ -138,6 +192,7 @@ pub fn java(dir: &Path, heap: &str) -> Command {
     }
     // Every JVM dies with the thread that started it (its test, or a tool it waits for).
     die_with_parent(&mut cmd);
+    more_open_files(&mut cmd);
     cmd.arg("-Djava.awt.headless=true")
         .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
         .arg(format!("-Dkafka.logs.dir={}", dir.display()))
@@ -407,6 +462,8 @@ group.consumer.heartbeat.interval.ms=1000
             sasl_ssl: sasl_ssl.map(|p| format!("127.0.0.1:{p}")),
             dir: Some(dir),
             child: None,
+            heap: opts.heap.clone().unwrap_or_else(|| "512m".into()),
+            jvm: opts.jvm.clone(),
         })
     }
 
@@ -424,7 +481,7 @@ group.consumer.heartbeat.interval.ms=1000
             .append(true)
             .open(&log)
             .expect("broker.log");
-        let mut cmd = java(&d, "512m");
+        let mut cmd = java_with(&d, &self.heap, self.jvm.as_deref());
         cmd.arg("kafka.Kafka")
             .arg(d.join("server.properties"))
             .stdout(file.try_clone().expect("log"))

@@ -552,7 +552,12 @@ impl Client {
 
     /// Waits until everything produced so far is acked; panics if the broker refused any.
     pub fn flush(&self) {
-        self.producer.flush(Duration::from_secs(30)).expect("flush");
+        self.flush_within(Duration::from_secs(30));
+    }
+
+    /// [`Client::flush`] with another bound (thousands of new topics take longer).
+    pub fn flush_within(&self, timeout: Duration) {
+        self.producer.flush(timeout).expect("flush");
         let failed = self.producer.context().failed.lock().expect("acks").clone();
         assert!(failed.is_empty(), "the broker refused records: {failed:?}");
     }
