@@ -7,7 +7,9 @@
 //! It is unauthenticated and meant for loopback or behind a proxy (a warning is logged
 //! otherwise). It runs on the daemon's tokio runtime (hyper, axum) with bounds that a
 //! misbehaving client cannot get past: headers at most 16 KiB and 5 s to arrive, a
-//! connection lives at most 30 s, at most 64 connections at once (more are closed at once).
+//! connection lives at most 30 s, at most 64 connections at once: one more closes the oldest,
+//! so that clients holding idle connections never keep a liveness probe out (it used to be
+//! the new connection that was closed: 64 idle sockets made `/health` unanswerable).
 //! A failing `accept` (too many open files, say) is retried with a backoff, and logged at
 //! most every 30 s, rather than spinning.
 
@@ -18,14 +20,43 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 /// Connections served at once at most.
 pub const MAX_CONNECTIONS: usize = 64;
+
+/// The connections being served, oldest first.
+#[derive(Default)]
+struct Slots {
+    next: u64,
+    open: VecDeque<(u64, CancellationToken)>,
+}
+
+impl Slots {
+    /// A slot for a new connection: at the cap, the oldest connection is closed for it.
+    fn take(&mut self) -> (u64, CancellationToken) {
+        if self.open.len() >= MAX_CONNECTIONS
+            && let Some((_, oldest)) = self.open.pop_front()
+        {
+            oldest.cancel();
+        }
+        let id = self.next;
+        self.next += 1;
+        let close = CancellationToken::new();
+        self.open.push_back((id, close.clone()));
+        (id, close)
+    }
+
+    /// The connection `id` ended.
+    fn release(&mut self, id: u64) {
+        self.open.retain(|(i, _)| *i != id);
+    }
+}
 /// The largest request head (request line and headers) accepted, in bytes.
 pub const MAX_HEAD_BYTES: usize = 16 << 10;
 /// How long a client may take to send its request head.
@@ -170,7 +201,7 @@ pub async fn serve(listen: &str, telemetry: Arc<Telemetry>) -> Result<StatusServ
     }
     let stop = CancellationToken::new();
     let app = router(telemetry);
-    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let slots = Arc::new(Mutex::new(Slots::default()));
     let until = stop.clone();
     tokio::spawn(async move {
         let mut backoff = AcceptBackoff::new();
@@ -196,12 +227,9 @@ pub async fn serve(listen: &str, telemetry: Arc<Telemetry>) -> Result<StatusServ
                     continue;
                 }
             };
-            let Ok(permit) = connections.clone().try_acquire_owned() else {
-                drop(stream); // over the connection cap
-                continue;
-            };
+            let (id, close) = slots.lock().unwrap_or_else(|e| e.into_inner()).take();
             let service = TowerToHyperService::new(app.clone());
-            let until = until.clone();
+            let (until, slots) = (until.clone(), slots.clone());
             tokio::spawn(async move {
                 let connection = hyper::server::conn::http1::Builder::new()
                     .max_buf_size(MAX_HEAD_BYTES)
@@ -210,9 +238,10 @@ pub async fn serve(listen: &str, telemetry: Arc<Telemetry>) -> Result<StatusServ
                     .serve_connection(TokioIo::new(stream), service);
                 tokio::select! {
                     _ = until.cancelled() => {}
+                    _ = close.cancelled() => {}
                     _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection) => {}
                 }
-                drop(permit);
+                slots.lock().unwrap_or_else(|e| e.into_inner()).release(id);
             });
         }
     });
@@ -222,6 +251,23 @@ pub async fn serve(listen: &str, telemetry: Arc<Telemetry>) -> Result<StatusServ
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_the_cap_a_new_connection_closes_the_oldest() {
+        let mut slots = Slots::default();
+        let taken: Vec<(u64, CancellationToken)> =
+            (0..MAX_CONNECTIONS).map(|_| slots.take()).collect();
+        assert!(taken.iter().all(|(_, c)| !c.is_cancelled()));
+        let (newest, _) = slots.take();
+        assert!(taken[0].1.is_cancelled(), "the oldest goes");
+        assert!(taken[1..].iter().all(|(_, c)| !c.is_cancelled()));
+        // An ended connection frees its slot: the next takes it without closing anyone.
+        slots.release(taken[5].0);
+        slots.release(newest);
+        slots.take();
+        assert!(!taken[1].1.is_cancelled());
+        assert_eq!(slots.open.len(), MAX_CONNECTIONS - 1);
+    }
 
     #[test]
     fn failed_accepts_back_off_and_start_over_after_a_success() {

@@ -665,12 +665,20 @@ fn a_source_topic_deleted_and_recreated_is_mirrored_on_without_a_crash() {
     src.produce_ids("steady", 1, 0, 10);
     let (missing, _) = tally(&dst, "primary.steady", 1, 10, T);
     assert_eq!(missing, 0, "another topic flows on; log:\n{}", k.logs());
-    let recs = wait_for("the recreated topic's records", T, || {
+    let recs = poll_until(T, || {
         let recs = dst.read_all("primary.orders", 1, 25, Duration::from_secs(5));
         let counts = count_values(&recs);
         (100..105)
             .all(|i| counts.contains_key(&format!("id-{i}")))
             .then_some(recs)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the recreated topic's records not mirrored in {T:?}; on the target: {:?}; status: {:?}\nlog:\n{}",
+            count_values(&dst.read_all("primary.orders", 1, 25, Duration::from_secs(5))),
+            flow_status(&status),
+            k.logs()
+        )
     });
     assert!(k.running(), "kmirror died; log:\n{}", k.logs());
     let counts = count_values(&recs);

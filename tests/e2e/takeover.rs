@@ -208,6 +208,12 @@ fn kmirror_takes_over_from_a_real_mirrormaker_2() {
         "{}",
         k.logs()
     );
+    // Each of the three, at every try of the takeover (one, unless a try failed).
+    let refused = k
+        .logs()
+        .matches("a record of MirrorMaker 2's offsets topic is refused")
+        .count();
+    assert!(refused >= 3 && refused % 3 == 0, "{refused}: {}", k.logs());
     // The group's checkpoints go on from MM2's: exact at its new positions.
     let want = vec![
         "primary.orders 0 120".to_string(),
@@ -301,6 +307,15 @@ fn kmirror_takes_over_from_mirrormaker_2_without_copying_again() {
         (mm2_key("orders", 0), format!(r#"{{"offset":{last}}}"#), 0),
         (mm2_key("orders", 1), format!(r#"{{"offset":{last}}}"#), 2),
         (mm2_key("gone", 0), r#"{"offset":5}"#.to_string(), 1),
+        // Records no one should trust (the topic is writable by anyone allowed to): each is
+        // refused naming why, and the valid ones are seeded beside them.
+        (mm2_key("orders", -1), r#"{"offset":1}"#.to_string(), 1),
+        (mm2_key("../bad topic", 0), r#"{"offset":1}"#.to_string(), 1),
+        (
+            mm2_key("orders", 7),
+            format!(r#"{{"offset":{}}}"#, i64::MAX),
+            1,
+        ),
     ] {
         dst.produce(
             "mm2-offsets.primary.internal",
@@ -362,6 +377,17 @@ fn kmirror_takes_over_from_mirrormaker_2_without_copying_again() {
         !out.contains("gone"),
         "a deleted position is not seeded:\n{out}"
     );
+    for why in [
+        "partition -1 is not a partition number",
+        "is not a topic name",
+        "offset 9223372036854775807 is not an offset",
+    ] {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("refused record") && l.contains(why)),
+            "{why}:\n{out}"
+        );
+    }
     assert!(
         committed(&primary.addr, "kmirror.primary.backup", "orders", 2).is_empty(),
         "a dry run"

@@ -89,6 +89,9 @@ async fn import(flow: &ResolvedFlow, args: &ImportArgs) -> Result<(), String> {
         target.alias
     );
     print(&plan);
+    for (key, why) in &plan.skipped {
+        println!("refused record {key}: {why} (nothing seeded from it)");
+    }
     if let Some(why) = &plan.refused {
         return Err(why.clone());
     }

@@ -26,37 +26,68 @@ pub fn mm2_offsets_topic(source: &str) -> String {
 /// The connector MM2's source offsets belong to.
 const CONNECTOR: &str = "MirrorSourceConnector";
 
-/// One record of MM2's offsets topic: the source partition of `source_alias` it is about,
-/// and its last mirrored offset (`None`: deleted). `None` for a record that is not about
-/// that cluster's MirrorSourceConnector.
-pub fn parse_record(
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    source_alias: &str,
-) -> Option<(Tp, Option<i64>)> {
-    let key: serde_json::Value = serde_json::from_slice(key?).ok()?;
-    let [connector, partition] = key.as_array()?.as_slice() else {
-        return None;
+/// What one record of MM2's offsets topic says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    /// Not about `source_alias`'s MirrorSourceConnector (another cluster, another
+    /// connector, or not Connect's key at all): left alone.
+    Other,
+    /// A source partition and its last mirrored offset (`None`: deleted).
+    Offset(Tp, Option<i64>),
+    /// About that connector, but not usable: the record's key as text, and why. Nothing is
+    /// seeded from it; the valid records are.
+    Refused(String, String),
+}
+
+/// One record of MM2's offsets topic, checked: the topic name must be a Kafka topic name,
+/// the partition not negative, the offset within 0..i64::MAX (kmirror starts at the next).
+/// The topic is written by anyone allowed to (MM2, a person, a tool); nothing in it is
+/// trusted further than that.
+pub fn parse_record(key: Option<&[u8]>, value: Option<&[u8]>, source_alias: &str) -> Parsed {
+    let Some(Ok(key)) = key.map(serde_json::from_slice::<serde_json::Value>) else {
+        return Parsed::Other;
     };
-    if connector.as_str()? != CONNECTOR || partition["cluster"].as_str()? != source_alias {
-        return None;
+    let Some([connector, partition]) = key.as_array().map(Vec::as_slice) else {
+        return Parsed::Other;
+    };
+    if connector.as_str() != Some(CONNECTOR) || partition["cluster"].as_str() != Some(source_alias)
+    {
+        return Parsed::Other;
     }
-    let tp = (
-        partition["topic"].as_str()?.to_string(),
-        i32::try_from(partition["partition"].as_i64()?).ok()?,
-    );
-    let offset = match value {
-        None => None,
-        Some(v) => {
-            let v: serde_json::Value = serde_json::from_slice(v).ok()?;
-            if v.is_null() {
-                None
-            } else {
-                Some(v["offset"].as_i64().filter(|o| *o >= 0)?)
-            }
+    let refuse = |why: String| Parsed::Refused(key.to_string(), why);
+    let Some(topic) = partition["topic"].as_str() else {
+        return refuse("no topic name".into());
+    };
+    if let Some(why) = crate::kafka::invalid_topic_name(topic) {
+        return refuse(format!("topic {topic:?} is not a topic name: {why}"));
+    }
+    let number = match partition["partition"].as_i64().map(i32::try_from) {
+        Some(Ok(p)) if p >= 0 => p,
+        _ => {
+            return refuse(format!(
+                "partition {} is not a partition number",
+                partition["partition"]
+            ));
         }
     };
-    Some((tp, offset))
+    let tp = (topic.to_string(), number);
+    let offset = match value {
+        None => None,
+        Some(v) => match serde_json::from_slice::<serde_json::Value>(v) {
+            Ok(serde_json::Value::Null) => None,
+            Ok(v) => match v["offset"].as_i64() {
+                Some(o) if (0..i64::MAX).contains(&o) => Some(o),
+                _ => {
+                    return refuse(format!(
+                        "offset {} is not an offset kmirror can start after",
+                        v["offset"]
+                    ));
+                }
+            },
+            Err(e) => return refuse(format!("the value is not JSON: {e}")),
+        },
+    };
+    Parsed::Offset(tp, offset)
 }
 
 /// What a takeover does with one partition.
@@ -73,10 +104,13 @@ pub struct Seed {
 }
 
 /// The takeover of a flow: what would be seeded, or why not.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Takeover {
     /// Per partition MM2 mirrored.
     pub seeds: Vec<Seed>,
+    /// Records of MM2's offsets topic that were refused: each key, and why (still
+    /// current: a later valid record of the same partition replaces its entry).
+    pub skipped: Vec<(String, String)>,
     /// Why nothing is seeded (the flow has progress already and the takeover is not
     /// forced), if so.
     pub refused: Option<String>,
@@ -90,7 +124,7 @@ pub fn plan(mm2: &BTreeMap<Tp, i64>, stored: &BTreeMap<Tp, i64>, force: bool) ->
         .map(|(tp, o)| Seed {
             tp: tp.clone(),
             mm2: *o,
-            next: o + 1,
+            next: o.saturating_add(1),
             stored: stored.get(tp).copied(),
         })
         .collect();
@@ -106,35 +140,60 @@ pub fn plan(mm2: &BTreeMap<Tp, i64>, stored: &BTreeMap<Tp, i64>, force: bool) ->
             with_progress[..with_progress.len().min(5)].join(", ")
         )
     });
-    Takeover { seeds, refused }
+    Takeover {
+        seeds,
+        skipped: Vec::new(),
+        refused,
+    }
+}
+
+/// What MM2's offsets topic holds for a source cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mm2Offsets {
+    /// The last mirrored offset of every partition.
+    pub offsets: BTreeMap<Tp, i64>,
+    /// Records refused (the key, why), in the topic's order.
+    pub skipped: Vec<(String, String)>,
+}
+
+impl Mm2Offsets {
+    /// Takes in one record, the last of a partition winning.
+    pub fn apply(&mut self, parsed: Parsed) {
+        match parsed {
+            Parsed::Other => {}
+            Parsed::Offset(tp, Some(at)) => {
+                self.offsets.insert(tp, at);
+            }
+            Parsed::Offset(tp, None) => {
+                self.offsets.remove(&tp);
+            }
+            Parsed::Refused(key, why) => self.skipped.push((key, why)),
+        }
+    }
 }
 
 /// MM2's last mirrored offset of every partition of `source_alias`, from its offsets topic
-/// on `target` (empty when the topic does not exist).
+/// on `target` (empty when the topic does not exist), and the records refused.
 pub async fn read_mm2_offsets(
     target: &Cluster,
     source_alias: &str,
-) -> Result<BTreeMap<Tp, i64>, KafkaError> {
+) -> Result<Mm2Offsets, KafkaError> {
     let topic = mm2_offsets_topic(source_alias);
     if !target.topics().await?.contains_key(&topic) {
-        return Ok(BTreeMap::new());
+        return Ok(Mm2Offsets::default());
     }
     // Connect's offsets topic has 25 partitions by default: every one is read.
-    let offsets = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::new()));
-    let into = offsets.clone();
+    let read = std::sync::Arc::new(std::sync::Mutex::new(Mm2Offsets::default()));
+    let into = read.clone();
     let alias = source_alias.to_string();
     let complete = read_topic_to_end(
         target,
         &topic,
         Duration::from_secs(30),
         move |key, value| {
-            if let Some((tp, offset)) = parse_record(key, value, &alias) {
-                let mut o = into.lock().unwrap_or_else(|e| e.into_inner());
-                match offset {
-                    Some(at) => o.insert(tp, at),
-                    None => o.remove(&tp),
-                };
-            }
+            into.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .apply(parse_record(key, value, &alias));
         },
     )
     .await?;
@@ -144,8 +203,8 @@ pub async fn read_mm2_offsets(
             "not read to its end within 30s; try again",
         ));
     }
-    let offsets = offsets.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    Ok(offsets)
+    let read = read.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    Ok(read)
 }
 
 /// The flow's stored progress for `partitions`.
@@ -191,13 +250,16 @@ pub async fn prepare(
     force: bool,
 ) -> Result<Takeover, KafkaError> {
     let mm2 = read_mm2_offsets(target, &source.alias).await?;
-    let partitions: Vec<Tp> = mm2.keys().cloned().collect();
+    let partitions: Vec<Tp> = mm2.offsets.keys().cloned().collect();
     let stored = if partitions.is_empty() {
         BTreeMap::new()
     } else {
         stored_progress(source, group, &partitions).await?
     };
-    Ok(plan(&mm2, &stored, force))
+    Ok(Takeover {
+        skipped: mm2.skipped,
+        ..plan(&mm2.offsets, &stored, force)
+    })
 }
 
 /// What a daemon's takeover at a flow's start did.
@@ -220,6 +282,9 @@ pub async fn take_over(
     group: &str,
 ) -> Result<Outcome, KafkaError> {
     let plan = prepare(source, target, group, false).await?;
+    for (key, why) in &plan.skipped {
+        tracing::warn!(topic = %mm2_offsets_topic(&source.alias), cluster = %target.alias, record = %key, reason = %why, "take_over_from_mm2: a record of MirrorMaker 2's offsets topic is refused; its partition is not seeded from it");
+    }
     if plan.refused.is_some() {
         return Ok(Outcome::HasProgress);
     }
@@ -245,24 +310,25 @@ mod tests {
         let k = key("primary", "orders", 3);
         assert_eq!(
             parse_record(Some(&k), Some(br#"{"offset":41}"#), "primary"),
-            Some((("orders".to_string(), 3), Some(41)))
+            Parsed::Offset(("orders".to_string(), 3), Some(41))
         );
         assert_eq!(
             parse_record(Some(&k), None, "primary"),
-            Some((("orders".to_string(), 3), None)),
+            Parsed::Offset(("orders".to_string(), 3), None),
             "a tombstone deletes"
         );
         assert_eq!(
-            parse_record(Some(&k), Some(b"null"), "primary").map(|r| r.1),
-            Some(None)
+            parse_record(Some(&k), Some(b"null"), "primary"),
+            Parsed::Offset(("orders".to_string(), 3), None)
         );
         // Field order is the converter's business.
         let reordered =
             br#"["MirrorSourceConnector",{"topic":"t","partition":0,"cluster":"primary"}]"#;
         assert_eq!(
             parse_record(Some(reordered), Some(br#"{"offset":0}"#), "primary"),
-            Some((("t".to_string(), 0), Some(0)))
+            Parsed::Offset(("t".to_string(), 0), Some(0))
         );
+        // Not this cluster's MirrorSourceConnector: left alone, silently.
         for (k, v) in [
             (key("other", "orders", 3), br#"{"offset":1}"#.to_vec()),
             (
@@ -271,16 +337,74 @@ mod tests {
                 br#"{"offset":1}"#.to_vec(),
             ),
             (b"not json".to_vec(), br#"{"offset":1}"#.to_vec()),
-            (key("primary", "orders", 3), br#"{"offset":-5}"#.to_vec()),
-            (key("primary", "orders", 3), br#"{"position":5}"#.to_vec()),
         ] {
             assert_eq!(
                 parse_record(Some(&k), Some(&v), "primary"),
-                None,
+                Parsed::Other,
                 "{}",
                 String::from_utf8_lossy(&k)
             );
         }
+    }
+
+    /// Records that claim to be the connector's but cannot be trusted are refused, each
+    /// with a reason naming what is wrong; none of them panics or reaches a seed.
+    #[test]
+    fn untrusted_records_are_refused_naming_why() {
+        let max = format!(r#"{{"offset":{}}}"#, i64::MAX);
+        for (k, v, why) in [
+            (key("primary", "orders", 3), br#"{"offset":-5}"#.to_vec(), "offset -5"),
+            (key("primary", "orders", 3), br#"{"position":5}"#.to_vec(), "offset null"),
+            (key("primary", "orders", 3), max.into_bytes(), "offset 9223372036854775807"),
+            (key("primary", "orders", 3), b"{not json".to_vec(), "not JSON"),
+            (key("primary", "orders", -1), br#"{"offset":1}"#.to_vec(), "partition -1"),
+            (
+                br#"["MirrorSourceConnector",{"cluster":"primary","partition":3000000000,"topic":"t"}]"#.to_vec(),
+                br#"{"offset":1}"#.to_vec(),
+                "partition 3000000000",
+            ),
+            (key("primary", "../bad topic", 0), br#"{"offset":1}"#.to_vec(), "is not a topic name"),
+            (key("primary", "", 0), br#"{"offset":1}"#.to_vec(), "is not a topic name"),
+            (
+                br#"["MirrorSourceConnector",{"cluster":"primary","partition":0}]"#.to_vec(),
+                br#"{"offset":1}"#.to_vec(),
+                "no topic name",
+            ),
+        ] {
+            match parse_record(Some(&k), Some(&v), "primary") {
+                Parsed::Refused(key, reason) => {
+                    assert!(reason.contains(why), "{reason}");
+                    assert!(key.contains("MirrorSourceConnector"), "{key}");
+                }
+                other => panic!("{}: {other:?}", String::from_utf8_lossy(&k)),
+            }
+        }
+    }
+
+    /// One valid record among bad ones: the valid one is seeded, the bad ones listed.
+    #[test]
+    fn the_valid_records_are_seeded_beside_refused_ones() {
+        let mut read = Mm2Offsets::default();
+        let max = format!(r#"{{"offset":{}}}"#, i64::MAX);
+        for (k, v) in [
+            (key("primary", "orders", 0), br#"{"offset":41}"#.to_vec()),
+            (key("primary", "orders", 1), max.into_bytes()),
+            (key("primary", "orders", -1), br#"{"offset":1}"#.to_vec()),
+            (
+                key("primary", "../bad topic", 0),
+                br#"{"offset":1}"#.to_vec(),
+            ),
+        ] {
+            read.apply(parse_record(Some(&k), Some(&v), "primary"));
+        }
+        assert_eq!(read.offsets, [(("orders".to_string(), 0), 41)].into());
+        assert_eq!(read.skipped.len(), 3);
+        let planned = plan(&read.offsets, &BTreeMap::new(), false);
+        assert_eq!(planned.seeds.len(), 1);
+        assert_eq!(planned.seeds[0].next, 42);
+        // The plan itself never overflows, whatever it is handed.
+        let edge: BTreeMap<Tp, i64> = [(("t".to_string(), 0), i64::MAX)].into();
+        assert_eq!(plan(&edge, &BTreeMap::new(), false).seeds[0].next, i64::MAX);
     }
 
     #[test]

@@ -104,21 +104,30 @@ impl AclClusters for Live {
             .map_err(|e| self.target.error(format!("create {topic}"), e))?;
         let writer = InternalWriter::new(&self.target, &topic)?;
         let value = ledger::value(flow, crate::flow::telemetry::now_ms());
+        // Every record is tried, whatever happens to the others; the first failure is
+        // the answer.
+        let mut first = None;
         let sent: Vec<_> = created
             .iter()
             .map(|b| writer.send(&ledger::key(b), &value, None))
             .collect();
         for acked in sent {
-            tokio::time::timeout(LEDGER_TIMEOUT, acked)
+            let acked = tokio::time::timeout(LEDGER_TIMEOUT, acked)
                 .await
-                .map_err(|_| {
-                    self.target
-                        .error(format!("write to {topic}"), "not acked in time")
-                })??;
+                .unwrap_or_else(|_| {
+                    Err(self
+                        .target
+                        .error(format!("write to {topic}"), "not acked in time"))
+                });
+            if let Err(e) = acked {
+                first.get_or_insert(e);
+            }
         }
         for b in &deleted {
-            writer.tombstone(&ledger::key(b), LEDGER_TIMEOUT).await?;
+            if let Err(e) = writer.tombstone(&ledger::key(b), LEDGER_TIMEOUT).await {
+                first.get_or_insert(e);
+            }
         }
-        Ok(())
+        first.map_or(Ok(()), Err)
     }
 }

@@ -238,18 +238,39 @@ impl<C: AclClusters> AclSync<C> {
             telemetry.note_error("acl sync: read the ledger", e.kind(), e);
         }
         let AclPlan { create, delete } = planned.plan;
-        let (mut created, mut deleted) = (Vec::new(), Vec::new());
+        let flow = telemetry.flow.clone();
+        let rf = self.ctx.replication_factor;
+        // The ledger first: a binding is recorded before it is created, so a crash between
+        // the two cannot leave one the flow made but does not know of (a recorded binding
+        // that was never created is harmless: only a binding present on the target is ever
+        // deleted). One whose record failed is still created, and never deleted.
+        if !create.is_empty()
+            && let Err(e) = self
+                .ctx
+                .clusters
+                .record(&flow, rf, create.clone(), Vec::new())
+                .await
+        {
+            pass.failed += 1;
+            pass.error = Some(format!("acl sync: record in the ledger: {e}"));
+            telemetry.note_error("acl sync: record in the ledger", e.kind(), &e);
+            tracing::warn!(flow = %telemetry.flow, bindings = create.len(), error = %e, "ACL bindings created without their record in the ledger: sync_topic_acls_delete will never delete them");
+        }
+        let (mut deleted, mut unmade) = (Vec::new(), Vec::new());
         if !create.is_empty() {
             let results = self.ctx.clusters.create(create.clone()).await;
             for (b, r) in create.iter().zip(results) {
                 match r {
                     Ok(()) => {
                         pass.created += 1;
-                        created.push(b.clone());
                         tracing::info!(flow = %telemetry.flow, acl = %b, "created ACL on the target");
                     }
                     Err(e) if e.is_not_served() => return self.turn_off(&e, pass),
-                    Err(e) => self.step_failed(&mut pass, "create ACL", &e),
+                    Err(e) => {
+                        // Its record goes again: the flow did not make it.
+                        unmade.push(b.clone());
+                        self.step_failed(&mut pass, "create ACL", &e);
+                    }
                 }
             }
         }
@@ -267,25 +288,20 @@ impl<C: AclClusters> AclSync<C> {
                 }
             }
         }
-        // The ledger: what was created may be deleted by a later pass; what was deleted is
-        // no longer the flow's. A binding created but not recorded is never deleted by
-        // kmirror (the safe side): a warning names it, for an operator to remove by hand
-        // once its source binding goes.
-        if !created.is_empty() || !deleted.is_empty() {
-            let flow = telemetry.flow.clone();
-            if let Err(e) = self
+        // What was deleted, or could not be created, is not the flow's (tombstones after
+        // the calls: a crash between leaves a record of a binding that is not there, which
+        // is harmless unless someone makes that very binding by hand meanwhile).
+        deleted.extend(unmade);
+        if !deleted.is_empty()
+            && let Err(e) = self
                 .ctx
                 .clusters
-                .record(&flow, self.ctx.replication_factor, created.clone(), deleted)
+                .record(&flow, rf, Vec::new(), deleted)
                 .await
-            {
-                pass.failed += 1;
-                pass.error = Some(format!("acl sync: record in the ledger: {e}"));
-                telemetry.note_error("acl sync: record in the ledger", e.kind(), &e);
-                for b in &created {
-                    tracing::warn!(flow = %telemetry.flow, acl = %b, error = %e, "created ACL not recorded in the ledger: sync_topic_acls_delete will never delete it");
-                }
-            }
+        {
+            pass.failed += 1;
+            pass.error = Some(format!("acl sync: record in the ledger: {e}"));
+            telemetry.note_error("acl sync: record in the ledger", e.kind(), &e);
         }
         let outcome = if pass.failed > 0 {
             Outcome::Failed

@@ -83,6 +83,9 @@ const CONFIG_SYNCS_AT_ONCE: usize = 8;
 /// How long one pass spends syncing configs at most (the round goes on at the next).
 const CONFIG_SYNC_SLICE: Duration = Duration::from_millis(500);
 
+/// How often the leader compares the mirrored source topics' ids (a recreated topic).
+const RECREATION_CHECK: Duration = Duration::from_secs(30);
+
 /// How long a topic a plugin failed on waits before it is asked again.
 const RETRY_UNDECIDED: Duration = Duration::from_secs(60);
 
@@ -107,6 +110,8 @@ pub struct Discovery<C> {
     /// The last topic id seen of each mirrored source topic (kept after the topic goes, so
     /// that its creation again is seen).
     topic_ids: BTreeMap<String, String>,
+    /// When the topic ids were last asked for.
+    ids_asked: Option<Instant>,
 }
 
 impl<C: Clusters> Discovery<C> {
@@ -123,6 +128,7 @@ impl<C: Clusters> Discovery<C> {
             config_queue: Default::default(),
             config_failures: BTreeMap::new(),
             topic_ids: BTreeMap::new(),
+            ids_asked: None,
         }
     }
 
@@ -178,30 +184,47 @@ impl<C: Clusters> Discovery<C> {
         published
     }
 
-    /// Compares the mirrored source topics' ids with the ones seen before: a topic deleted
-    /// and created again under its name (between two passes, or within one) is reported —
-    /// a warning, `kmirror_source_topics_recreated_total` and `source_recreated` in
-    /// `/status`. Its new records are mirrored into the same target topic, after the old
-    /// ones; what the old topic held that was not mirrored before it was deleted is gone.
+    /// Compares the mirrored source topics' ids with the ones seen before, at most every
+    /// [`RECREATION_CHECK`] (DescribeTopics names every mirrored topic: at 10,000 topics a
+    /// request as large as the listing): a topic deleted and created again under its name
+    /// (between two checks, or within one) is reported — a warning,
+    /// `kmirror_source_topics_recreated_total` and `source_recreated` in `/status`. What the
+    /// old topic held that was not mirrored before it was deleted is gone; the new one is
+    /// mirrored into the same target topic.
     async fn check_recreated(&mut self, mirror: &Routes) {
+        let now = Instant::now();
+        if self
+            .ids_asked
+            .is_some_and(|at| now.duration_since(at) < RECREATION_CHECK)
+        {
+            return;
+        }
+        self.ids_asked = Some(now);
         let telemetry = self.ctx.telemetry.clone();
         let names: Vec<String> = mirror.keys().cloned().collect();
+        let asked = names.len();
         let ids = match self.ctx.clusters.source_topic_ids(names).await {
             Ok(ids) => ids,
             Err(e) => {
-                // Not an error of the mirror: only this report is missing (a broker
-                // without DescribeTopics). Said once; asked again every pass.
+                // Not an error of the mirror: only this report is missing. Said once per
+                // run; asked again at the next check.
                 if telemetry.first_time("discovery: source topic ids") {
-                    tracing::warn!(flow = %telemetry.flow, cluster = %self.ctx.clusters.source_alias(), error = %e, "cannot read the source topics' ids, so a source topic deleted and created again is not reported");
+                    tracing::warn!(flow = %telemetry.flow, cluster = %self.ctx.clusters.source_alias(), error = %e, "cannot read the source topics' ids (DescribeTopics), so a source topic deleted and created again is not reported until they can be read");
                 }
                 return;
             }
         };
+        if asked > 0
+            && ids.is_empty()
+            && telemetry.first_time("discovery: the source serves no topic ids")
+        {
+            tracing::warn!(flow = %telemetry.flow, cluster = %self.ctx.clusters.source_alias(), "the source gives no topic ids, so a source topic deleted and created again is not reported");
+        }
         for (topic, id) in ids {
             match self.topic_ids.get(&topic) {
                 Some(before) if *before != id => {
                     let target = mirror.get(&topic).map_or("", |r| r.target.as_str());
-                    tracing::warn!(flow = %telemetry.flow, cluster = %self.ctx.clusters.source_alias(), topic = %topic, target = %target, topic_id_before = %before, topic_id = %id, "the source topic was deleted and created again: its new records are mirrored into the same target topic after the old ones, and records of the old topic not mirrored before it was deleted are gone");
+                    tracing::warn!(flow = %telemetry.flow, cluster = %self.ctx.clusters.source_alias(), topic = %topic, target = %target, topic_id_before = %before, topic_id = %id, "the source topic was deleted and created again: records of the old topic not mirrored before its deletion are gone, and the new topic is mirrored into the same target topic, after the old one's records (a range the mirror could not read is reported in source_truncated)");
                     telemetry.source_recreated(&topic, target, before, &id);
                 }
                 _ => {}

@@ -527,6 +527,8 @@ struct Following {
     subscribed: Vec<String>,
     /// The partitions a single instance's task took itself.
     taken: BTreeSet<(String, i32)>,
+    /// Whether it took its first share (partitions taken later are of topics new since).
+    started: bool,
 }
 
 /// Follows new routes: through the group, or (a single instance's task) by taking its share.
@@ -555,7 +557,8 @@ fn take_share(
     ctx: &WorkerContext,
     tasks: u32,
 ) -> Result<(), ReplicateError> {
-    let taken = &mut following.taken;
+    let (taken, fresh) = (&mut following.taken, following.started);
+    following.started = true;
     let share = crate::flow::single::share(&routes, ctx.settings.member, tasks);
     core.lock().set_routes(consumer, routes);
     let failed =
@@ -581,7 +584,7 @@ fn take_share(
         // to its first fetch): asked now, off this thread, it starts once the answer comes.
         let topics: BTreeSet<String> = new.iter().map(|(t, _)| t.to_string()).collect();
         look_up(consumer, topics, ctx);
-        let (tpl, stored) = starts(consumer, &new, ctx);
+        let (tpl, stored) = starts(consumer, &new, fresh, ctx);
         consumer
             .incremental_assign(&tpl)
             .map_err(|e| failed("take the routed partitions", e))?;
@@ -618,18 +621,20 @@ fn look_up(consumer: &Arc<Member>, topics: BTreeSet<String>, ctx: &WorkerContext
     }
 }
 
-/// Where the partitions `new` start: their stored progress, or (none stored) the earliest
-/// record — offset 0, which needs no offset query: a logical position makes librdkafka send
-/// one ListOffsets request per partition (10,000 of them queued on one connection timed out
-/// on Apache Kafka), and for a topic new since the start such a query waits behind the
-/// fetch the broker holds on the connection (up to `fetch.wait.max.ms`, 500 ms). A log that
-/// starts later answers out of range and the consumer starts from its start, as
-/// `auto.offset.reset` says. Under `latest`, the ends, asked for every such partition at
-/// once. Unknown (no answer): the consumer asks. Returns them, and the stored progress when
-/// it was read.
+/// Where the partitions `new` start: their stored progress, or (none stored) the log's start
+/// (`earliest`) or end (`latest`), asked for all of them at once (one ListOffsets request
+/// per broker): a logical position makes librdkafka send one ListOffsets request per
+/// partition, and 10,000 of them queued on one connection timed out on Apache Kafka. For
+/// `fresh` partitions under `earliest` (topics new since the task's first share) offset 0,
+/// which needs no query at all — a query waits behind the fetch the broker holds on the
+/// connection (up to `fetch.wait.max.ms`, 500 ms) — and a log that starts later answers out
+/// of range, the consumer then starting from its start as `auto.offset.reset` says.
+/// Unknown (no answer): the consumer asks. Returns them, and the stored progress when it
+/// was read.
 fn starts(
     consumer: &Member,
     new: &[(&str, i32)],
+    fresh: bool,
     ctx: &WorkerContext,
 ) -> (TopicPartitionList, Option<TopicPartitionList>) {
     let tpl = tpl_of(new.iter().copied());
@@ -641,56 +646,94 @@ fn starts(
             return (tpl, None);
         }
     };
-    // Under `latest`, the ends of the partitions without stored progress, asked in one
-    // request per broker: a logical `End` makes librdkafka send one ListOffsets request per
-    // partition, and 10,000 of them queued on one connection timed out on Apache Kafka.
-    let ends = if ctx.settings.start_offset == StartOffset::Latest {
-        let elements = stored.elements();
-        let unstored: Vec<(&str, i32)> = elements
-            .iter()
-            .filter(|e| !matches!(e.offset(), Offset::Offset(_)))
-            .map(|e| (e.topic(), e.partition()))
-            .collect();
-        log_ends(consumer, &unstored)
+    let latest = ctx.settings.start_offset == StartOffset::Latest;
+    let elements = stored.elements();
+    let unstored: Vec<(&str, i32)> = elements
+        .iter()
+        .filter(|e| !matches!(e.offset(), Offset::Offset(_)))
+        .map(|e| (e.topic(), e.partition()))
+        .collect();
+    let bounds = if latest || !fresh {
+        let which = if latest {
+            Offset::End
+        } else {
+            Offset::Beginning
+        };
+        log_bounds(consumer, &unstored, which, ctx)
     } else {
         HashMap::new()
     };
     let mut starts = TopicPartitionList::new();
-    for e in stored.elements() {
-        let at = match (e.offset(), ctx.settings.start_offset) {
-            (Offset::Offset(at), _) => Offset::Offset(at),
-            (_, StartOffset::Earliest) => Offset::Offset(0),
-            (_, StartOffset::Latest) => ends
-                .get(&(e.topic().to_string(), e.partition()))
-                .map_or(Offset::End, |end| Offset::Offset(*end)),
+    for e in &elements {
+        let at = match e.offset() {
+            Offset::Offset(at) => Offset::Offset(at),
+            _ => match bounds.get(&(e.topic().to_string(), e.partition())) {
+                Some(at) => Offset::Offset(*at),
+                None if latest => Offset::End,
+                None => Offset::Offset(0),
+            },
         };
         let _ = starts.add_partition_offset(e.topic(), e.partition(), at);
     }
     (starts, Some(stored))
 }
 
-/// The end offsets of `partitions` (ListOffsets LATEST, one request per leader); those
-/// without an answer are left out (the consumer then asks for them itself).
-fn log_ends(consumer: &Member, partitions: &[(&str, i32)]) -> HashMap<(String, i32), i64> {
+/// How many partitions one offset query asks about when the query for all of them failed.
+const BOUNDS_CHUNK: usize = 500;
+
+/// The start (`which` = `Beginning`) or end (`End`) offsets of `partitions`, asked with one
+/// ListOffsets request per leader. librdkafka fails the whole query when one partition's
+/// answer is an error (a leader moving, a topic deleted since it was routed) and then
+/// answers nothing: the query is then asked again in chunks, and a chunk that fails is
+/// left out (the consumer asks for those itself).
+fn log_bounds(
+    consumer: &Member,
+    partitions: &[(&str, i32)],
+    which: Offset,
+    ctx: &WorkerContext,
+) -> HashMap<(String, i32), i64> {
+    let ask = |some: &[(&str, i32)]| {
+        let mut tpl = TopicPartitionList::new();
+        for (t, p) in some {
+            // As a timestamp, -2 (`Beginning`) asks for the log's start, -1 (`End`) its end.
+            let _ = tpl.add_partition_offset(t, *p, which);
+        }
+        consumer
+            .offsets_for_times(tpl, METADATA_TIMEOUT)
+            .map(|answer| {
+                answer
+                    .elements()
+                    .iter()
+                    .filter(|e| e.error().is_ok())
+                    .filter_map(|e| match e.offset() {
+                        Offset::Offset(o) if o >= 0 => {
+                            Some(((e.topic().to_string(), e.partition()), o))
+                        }
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+            })
+    };
     if partitions.is_empty() {
         return HashMap::new();
     }
-    let mut ask = TopicPartitionList::new();
-    for (t, p) in partitions {
-        // As a timestamp, -1 (`End`) asks for the end of the log.
-        let _ = ask.add_partition_offset(t, *p, Offset::End);
-    }
-    match consumer.offsets_for_times(ask, METADATA_TIMEOUT) {
-        Ok(answer) => answer
-            .elements()
-            .iter()
-            .filter(|e| e.error().is_ok())
-            .filter_map(|e| match e.offset() {
-                Offset::Offset(o) if o >= 0 => Some(((e.topic().to_string(), e.partition()), o)),
-                _ => None,
-            })
-            .collect(),
-        Err(_) => HashMap::new(),
+    match ask(partitions) {
+        Ok(all) => all.into_iter().collect(),
+        Err(e) => {
+            ctx.telemetry
+                .note_error("ask where the taken partitions start", "kafka", &e);
+            // A cluster that answers nothing fails every chunk: two failures end it.
+            let mut failures = 0;
+            let mut found = HashMap::new();
+            for chunk in partitions.chunks(BOUNDS_CHUNK) {
+                match ask(chunk) {
+                    Ok(some) => found.extend(some),
+                    Err(_) if failures == 0 => failures += 1,
+                    Err(_) => break,
+                }
+            }
+            found
+        }
     }
 }
 

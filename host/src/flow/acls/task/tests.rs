@@ -646,5 +646,23 @@ async fn the_ledger_records_what_the_flow_created_and_gates_every_deletion() {
     *on.fake.ledger_unwritable.lock().unwrap() = false;
     on.source(vec![acl("orders", "User:alice", AclOperation::Read)]);
     assert_eq!(on.sync.pass().await, Outcome::Synced);
-    assert_eq!(on.target(), set(&[alice, erin]), "carol deleted, erin kept");
+    assert_eq!(
+        on.target(),
+        set(&[alice.clone(), erin.clone()]),
+        "carol deleted, erin kept"
+    );
+
+    // A creation that fails: recorded first (a crash cannot lose the record), then its
+    // record is taken back, as the flow did not make it.
+    on.source(vec![
+        acl("orders", "User:alice", AclOperation::Read),
+        acl("orders", "User:erin", AclOperation::Read),
+        acl("orders", "User:gus", AclOperation::Read),
+    ]);
+    *on.fake.fail_creates.lock().unwrap() = (1, None);
+    assert_eq!(on.sync.pass().await, Outcome::Failed);
+    let gus = acl("primary.orders", "User:gus", AclOperation::Read);
+    assert!(!on.target().contains(&gus) && !on.ledger().contains(&gus));
+    assert_eq!(on.sync.pass().await, Outcome::Synced);
+    assert!(on.target().contains(&gus) && on.ledger().contains(&gus));
 }

@@ -523,8 +523,11 @@ async fn a_source_topic_created_again_under_its_name_is_reported() {
             .map(|(t, id)| (t.to_string(), id.to_string()))
             .collect();
     };
+    // Each pass below checks at once, as if the check's interval had passed.
+    let due = |h: &mut Harness| h.discovery.ids_asked = None;
     set_ids(&h, &[("orders", "A"), ("steady", "S")]);
     assert!(h.pass().await);
+    due(&mut h);
     assert!(h.pass().await);
     let t = h.discovery.ctx.telemetry.clone();
     assert_eq!(
@@ -533,8 +536,15 @@ async fn a_source_topic_created_again_under_its_name_is_reported() {
         "first sight, same ids"
     );
 
-    // Deleted and created again within one pass.
+    // Deleted and created again within one pass; not seen until the check is due.
     set_ids(&h, &[("orders", "B"), ("steady", "S")]);
+    assert!(h.pass().await);
+    assert_eq!(
+        t.count(Counter::SourceTopicsRecreated),
+        0,
+        "checked every 30 s"
+    );
+    due(&mut h);
     assert!(h.pass().await);
     assert_eq!(t.count(Counter::SourceTopicsRecreated), 1);
     let r = t.status().source_recreated["orders"].clone();
@@ -552,10 +562,13 @@ async fn a_source_topic_created_again_under_its_name_is_reported() {
     // Deleted (a pass without it), then created again: its old id was kept.
     h.fake.source.lock().unwrap().remove("orders");
     set_ids(&h, &[("steady", "S")]);
+    due(&mut h);
     assert!(h.pass().await);
     h.fake.source.lock().unwrap().insert("orders".into(), 1);
     set_ids(&h, &[("orders", "C"), ("steady", "S")]);
+    due(&mut h);
     assert!(h.pass().await);
+    due(&mut h);
     assert!(h.pass().await);
     assert_eq!(t.count(Counter::SourceTopicsRecreated), 2);
     assert_eq!(t.status().source_recreated["orders"].topic_id, "C");
