@@ -12,8 +12,9 @@
 //!   binding, ALLOW or DENY;
 //! - a transactional source producer that commits and aborts: no aborted record reaches the
 //!   target, at-least-once and exactly-once, and translation stays exact across the markers;
-//! - records deleted at the source (`DeleteRecords`) before they were mirrored: the lost
-//!   range reported exactly, nothing else skipped, at-least-once and exactly-once;
+//! - records deleted at the source (`DeleteRecords`, and retention) before they were
+//!   mirrored: the lost range reported exactly, nothing else skipped, at-least-once and
+//!   exactly-once;
 //! - a source topic deleted and recreated while mirrored: reported (its topic id changed),
 //!   never a crash, the new log mirrored from its start;
 //! - consumer groups of both protocols (classic and KIP-848) checkpointed and synced;
@@ -589,40 +590,85 @@ fn aborted_source_transactions_never_reach_the_target_exactly_once() {
     aborted_records_never_reach_the_target(true);
 }
 
-fn records_deleted_before_they_were_mirrored(exactly_once: bool) {
+/// How the source lost records kmirror had not mirrored yet.
+#[derive(Clone, Copy, PartialEq)]
+enum Deletion {
+    /// `DeleteRecords` up to offset 80.
+    Records,
+    /// Retention of a day: the records with 2023 timestamps expire (each batch rolls a
+    /// segment of its own, as `segment.ms` is 100 ms), the last ten, stamped now, stay.
+    Retention,
+}
+
+fn records_deleted_before_they_were_mirrored(exactly_once: bool, how: Deletion) {
     let (primary, backup) = kafka_pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
-    src.create_topic("events", 1);
+    match how {
+        Deletion::Records => src.create_topic("events", 1),
+        Deletion::Retention => src.create_topic_with("events", 1, &[("segment.ms", "100")]),
+    }
     src.produce_ids("events", 1, 0, 50);
     let dir = tempfile::tempdir().expect("tempdir");
     let status = free_addr();
-    let flow = if exactly_once {
-        "exactly_once = true\nexactly_once_shards = 1"
-    } else {
-        ""
-    };
-    let config = config_with_status(dir.path(), &primary.addr, &backup.addr, &status, flow);
+    let mut flow = String::new();
+    if exactly_once {
+        flow.push_str("exactly_once = true\nexactly_once_shards = 1\n");
+    }
+    if how == Deletion::Retention {
+        // The target keeps what it has: the source's short retention is not copied.
+        flow.push_str("sync_topic_configs = false\n");
+    }
+    let config = config_with_status(dir.path(), &primary.addr, &backup.addr, &status, &flow);
     let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
     let (missing, dup) = tally(&dst, "primary.events", 1, 50, T);
     assert_eq!((missing, dup), (0, 0), "log:\n{}", k.logs());
     assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
 
-    // While it is stopped: 50 more, and the first 80 deleted — 50..79 were never mirrored.
-    src.produce_ids("events", 1, 50, 100);
-    src.delete_records("events", 0, 80);
-    assert_eq!(src.log_start("events", 0), 80);
+    // While it is stopped: 50 more, then the log loses its start — 50..L-1 never mirrored.
+    match how {
+        Deletion::Records => src.produce_ids("events", 1, 50, 100),
+        Deletion::Retention => {
+            src.produce_ids("events", 1, 50, 90);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_millis() as i64;
+            for i in 90..100 {
+                let id = format!("id-{i}");
+                src.produce("events", 0, id.as_bytes(), id.as_bytes(), &[], now);
+            }
+            src.flush();
+        }
+    }
+    let start = match how {
+        Deletion::Records => {
+            src.delete_records("events", 0, 80);
+            assert_eq!(src.log_start("events", 0), 80);
+            80
+        }
+        Deletion::Retention => {
+            src.set_topic_configs("events", &[("retention.ms", "86400000")]);
+            // The segments of 2023 go; those of the records stamped now stay.
+            wait_for("retention to delete the closed segments", T, || {
+                let start = src.log_start("events", 0);
+                (start > 50).then_some(start)
+            })
+        }
+    };
+    assert!(start > 50 && start < 100, "{start}");
     let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
     let truncated = wait_for("the lost range in /status", T, || {
         let t = flow_status(&status)?["source_truncated"]["events"]["0"].clone();
         (!t.is_null()).then_some(t)
     });
-    assert_eq!(truncated["records"], 30, "{truncated}");
+    assert_eq!(truncated["records"], start - 50, "{truncated}");
     assert_eq!(truncated["last"]["from"], 50, "{truncated}");
-    assert_eq!(truncated["last"]["to"], 80, "{truncated}");
+    assert_eq!(truncated["last"]["to"], start, "{truncated}");
     // Everything still in the log arrives, once; nothing of the lost range does.
-    let recs = dst.read_all("primary.events", 1, 70, T);
+    let kept = 50 + (100 - start) as usize;
+    let recs = dst.read_all("primary.events", 1, kept, T);
     let counts = count_values(&recs);
-    for i in (0..50).chain(80..100) {
+    for i in (0..50).chain(start as usize..100) {
         assert_eq!(
             counts.get(&format!("id-{i}")),
             Some(&1),
@@ -630,18 +676,28 @@ fn records_deleted_before_they_were_mirrored(exactly_once: bool) {
             k.logs()
         );
     }
-    assert_eq!(recs.len(), 70, "nothing else: {counts:?}");
+    assert_eq!(recs.len(), kept, "nothing else: {counts:?}");
     assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
 }
 
 #[test]
 fn records_deleted_before_they_were_mirrored_are_reported_at_least_once() {
-    records_deleted_before_they_were_mirrored(false);
+    records_deleted_before_they_were_mirrored(false, Deletion::Records);
 }
 
 #[test]
 fn records_deleted_before_they_were_mirrored_are_reported_exactly_once() {
-    records_deleted_before_they_were_mirrored(true);
+    records_deleted_before_they_were_mirrored(true, Deletion::Records);
+}
+
+#[test]
+fn records_expired_by_retention_before_they_were_mirrored_are_reported_at_least_once() {
+    records_deleted_before_they_were_mirrored(false, Deletion::Retention);
+}
+
+#[test]
+fn records_expired_by_retention_before_they_were_mirrored_are_reported_exactly_once() {
+    records_deleted_before_they_were_mirrored(true, Deletion::Retention);
 }
 
 #[test]
