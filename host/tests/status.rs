@@ -32,7 +32,6 @@ fn closed_after(mut s: TcpStream) -> Duration {
     started.elapsed()
 }
 
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn misbehaving_clients_are_bounded() {
     let server = status::serve("127.0.0.1:0", Default::default())
