@@ -27,6 +27,17 @@ fn source_of(s: sys::rd_kafka_ConfigSource_t) -> ConfigSource {
 }
 
 impl Cluster {
+    /// The error of `operation` on this cluster from librdkafka's `f` (its text, and its
+    /// error name when it has one).
+    fn failed(&self, operation: impl Into<String>, f: Failure) -> KafkaError {
+        let message = if f.name.is_empty() {
+            f.message
+        } else {
+            format!("{} ({})", f.message, f.name)
+        };
+        self.error(operation, message)
+    }
+
     /// Every config entry of `topic` (DescribeConfigs); an error naming the topic when the
     /// request or the topic's own answer failed.
     pub(super) async fn describe_topic_entries(
@@ -97,14 +108,7 @@ impl Cluster {
             })
             .await
             .and_then(|r| r);
-        described.map_err(|f| {
-            let message = if f.name.is_empty() {
-                f.message
-            } else {
-                format!("{} ({})", f.message, f.name)
-            };
-            self.error(op(), message)
-        })
+        described.map_err(|f| self.failed(op(), f))
     }
 }
 
@@ -179,13 +183,6 @@ impl Cluster {
             })
             .await
             .and_then(|r| r);
-        described.map_err(|f| {
-            let message = if f.name.is_empty() {
-                f.message
-            } else {
-                format!("{} ({})", f.message, f.name)
-            };
-            self.error("describe topics", message)
-        })
+        described.map_err(|f| self.failed("describe topics", f))
     }
 }
