@@ -12,6 +12,8 @@ cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 cargo xtask plugins
+# A failing test ends with its own message, not a backtrace: CI shows a run's last lines.
+export RUST_BACKTRACE=0
 cargo nextest run --workspace "$@"
 if [ $# -eq 0 ]; then
     KMIRROR_TEST_BROKER=tansu cargo nextest run -p kmirror -E "$(cat tests/tansu-subset)"

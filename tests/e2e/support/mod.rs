@@ -47,11 +47,23 @@ pub fn poll_until<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Opt
     }
 }
 
+/// A loopback port free now and never handed out before in this test process: the kernel
+/// may give the same ephemeral port to two binds once the first is closed, and two listeners
+/// of one broker on one port fail its start.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..1000 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        if given.insert(port) {
+            return port;
+        }
+    }
+    panic!("no loopback port not handed out before in 1,000 tries");
 }
 
 /// Dies with the test process.
