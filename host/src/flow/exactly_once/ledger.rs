@@ -89,6 +89,16 @@ pub enum Take {
         /// Whether the record is taken.
         take: bool,
     },
+    /// Records were lost at the source or its log started again, and librdkafka's reset
+    /// (to the end, under `start_offset = "latest"`) skipped records the log still holds:
+    /// reported, and the partition is read again from `at` (the record in hand is not
+    /// taken).
+    Reread {
+        /// What was lost.
+        truncation: Truncation,
+        /// Where to read from.
+        at: i64,
+    },
 }
 
 /// A partition's position to move back to after an abort.
@@ -228,41 +238,62 @@ impl Ledger {
             part.base = Some(offset);
             return Take::Take;
         };
-        if offset < expected && !first {
-            return Take::Ignore;
-        }
         if offset == expected {
             return Take::Take;
         }
-        let low = if offset > expected { low() } else { None };
-        match judge(expected, offset, low, first) {
-            None if offset < expected => Take::Ignore,
-            None => Take::Take,
-            Some(truncation) => {
-                if pause {
-                    part.first = true;
-                    part.blocked = Some(Blocked {
-                        at: expected,
-                        since: Instant::now(),
-                        retry: false,
-                    });
-                    Take::Lost {
-                        truncation,
-                        take: false,
-                    }
-                } else {
-                    if part.stored.is_none_or(|s| s > offset) && offset < expected {
-                        // The log started again below the stored position: the stored
-                        // position moves back with the next commit.
-                        part.base = Some(offset);
-                        part.stored = None;
-                    }
-                    Take::Lost {
-                        truncation,
-                        take: true,
-                    }
-                }
+        // librdkafka hands out a partition's records in order, never one before the last it
+        // handed out but after a seek (a new assignment's first record, `first`) or after
+        // resetting a position the log no longer holds: a record below the expected one
+        // (not the first) is a log started again while the partition was read.
+        let low = low();
+        let truncation = if offset < expected {
+            Truncation::WentBack {
+                from: expected,
+                to: offset,
             }
+        } else {
+            match judge(expected, offset, low, first) {
+                Some(t) => t,
+                None => return Take::Take, // compaction, or a transaction marker
+            }
+        };
+        if pause {
+            part.first = true;
+            part.blocked = Some(Blocked {
+                at: expected.min(offset),
+                since: Instant::now(),
+                retry: false,
+            });
+            return Take::Lost {
+                truncation,
+                take: false,
+            };
+        }
+        // Where reading goes on: the record in hand, or the log start before it when
+        // librdkafka answered the lost position with the log's end ("latest").
+        let from = match truncation {
+            Truncation::Deleted { to, .. } => to,
+            Truncation::WentBack { .. } => low.filter(|l| *l < offset).unwrap_or(offset),
+        };
+        if let Truncation::WentBack { .. } = truncation {
+            // A new log: the stored position moves back with the next commit.
+            part.base = Some(from);
+            part.stored = None;
+        }
+        if from < offset {
+            // Stored with the next transaction even if no record is read meanwhile.
+            part.next = Some(from);
+            return Take::Reread {
+                truncation,
+                at: from,
+            };
+        }
+        if let Truncation::WentBack { .. } = truncation {
+            part.next = None;
+        }
+        Take::Lost {
+            truncation,
+            take: true,
         }
     }
 
@@ -535,10 +566,15 @@ mod tests {
             "a gap inside the log (compaction) is no loss"
         );
         l.produced(a, 13, 1);
+        // A record below the expected one is never one fetched before a seek (librdkafka's
+        // seek discards those, and the shell skips the rest of a batch it sought back in):
+        // the log started again.
         assert_eq!(
-            l.judge(a, 12, || None, false),
-            Take::Ignore,
-            "below the expected one"
+            l.judge(a, 12, || Some(0), false),
+            Take::Reread {
+                truncation: Truncation::WentBack { from: 14, to: 12 },
+                at: 0
+            },
         );
     }
 
@@ -658,5 +694,98 @@ mod tests {
         ));
         assert!(l.unblock_due(t0 + minute * 1000, minute).is_empty());
         assert_eq!(l.part(a).unwrap().blocked().map(|b| b.at), Some(10));
+    }
+
+    /// Issue 34, item 1: under "latest", librdkafka answers a stored position below the log
+    /// start with the log's end; the records from the log start on are still there and are
+    /// read again, not skipped (before: `take` at the end, 40..90 never mirrored nor
+    /// counted).
+    #[test]
+    fn under_latest_records_after_a_lost_range_are_read_again_from_the_log_start() {
+        let (mut l, a, _) = ledger();
+        assert_eq!(
+            l.judge(a, 90, || Some(40), false),
+            Take::Reread {
+                truncation: Truncation::Deleted { from: 10, to: 40 },
+                at: 40
+            }
+        );
+        assert_eq!(l.positions()[0].at, 40, "the lost range is passed");
+        l.began(Instant::now());
+        for o in 40..43 {
+            assert_eq!(l.judge(a, o, || Some(40), false), Take::Take);
+            l.produced(a, o, 1);
+        }
+        assert_eq!(l.positions()[0].at, 43);
+        // An abort goes back to the stored 10 (below the log start again): the range is
+        // judged once more and read from the log start.
+        let rewinds = l.aborted();
+        assert_eq!(rewinds, vec![Rewind::to("orders", 0, 10)]);
+        assert!(matches!(
+            l.judge(a, 95, || Some(40), false),
+            Take::Reread { at: 40, .. }
+        ));
+    }
+
+    /// Issue 34, item 6: a recreated topic under "latest": the first record handed out is
+    /// the new log's end, below the stored position; the new log is read from its start.
+    #[test]
+    fn under_latest_a_recreated_topic_is_read_from_its_start() {
+        let (mut l, a, _) = ledger();
+        assert_eq!(
+            l.judge(a, 7, || Some(0), false),
+            Take::Reread {
+                truncation: Truncation::WentBack { from: 10, to: 7 },
+                at: 0
+            }
+        );
+        assert_eq!(l.part(a).unwrap().stored(), None, "a new log");
+        l.began(Instant::now());
+        for o in 0..8 {
+            assert_eq!(l.judge(a, o, || Some(0), false), Take::Take, "{o}");
+            l.produced(a, o, 1);
+        }
+        assert_eq!(l.positions()[0].at, 8);
+        // Aborted: read again from the new log's start, not from the old position.
+        assert_eq!(l.aborted(), vec![Rewind::to("orders", 0, 0)]);
+    }
+
+    /// A topic deleted and created again while its partition is read: librdkafka resets
+    /// the position the new log lacks and hands out its first record, below the expected
+    /// one. It is reported and taken (before: ignored as if fetched before a seek, and the
+    /// new log's records below the old position were never mirrored).
+    #[test]
+    fn a_log_started_again_while_read_is_mirrored_from_its_start() {
+        let (mut l, a, _) = ledger();
+        l.began(Instant::now());
+        for o in 10..500 {
+            assert_eq!(l.judge(a, o, || Some(0), false), Take::Take);
+            l.produced(a, o, 1);
+        }
+        match l.judge(a, 0, || Some(0), false) {
+            Take::Lost {
+                truncation: Truncation::WentBack { from: 500, to: 0 },
+                take: true,
+            } => {}
+            other => panic!("{other:?}"),
+        }
+        l.produced(a, 0, 1);
+        assert_eq!(l.judge(a, 1, || Some(0), false), Take::Take);
+        l.produced(a, 1, 1);
+        assert_eq!(l.positions()[0].at, 2, "the new log's position is stored");
+        l.committed();
+        assert_eq!(l.part(a).unwrap().stored(), Some(2));
+        // Under `pause` it stops there, reported once.
+        let (mut l, a, _) = ledger();
+        l.began(Instant::now());
+        for o in 10..20 {
+            l.judge(a, o, || Some(0), false);
+            l.produced(a, o, 1);
+        }
+        assert!(matches!(
+            l.judge(a, 0, || Some(0), true),
+            Take::Lost { take: false, .. }
+        ));
+        assert_eq!(l.judge(a, 1, || Some(0), true), Take::Stopped);
     }
 }

@@ -524,6 +524,14 @@ impl Shard {
                         continue;
                     }
                 }
+                Take::Reread { truncation, at } => {
+                    self.ctx
+                        .telemetry
+                        .source_truncated(topic, partition, &truncation, false);
+                    tracing::error!(flow = %self.ctx.flow, topic, partition, lost = truncation.records(), "{topic}[{partition}]: {truncation}; mirroring goes on from the log start, {at} (on_source_truncation = \"pause\" stops the partition instead)");
+                    self.rewind(src, &Rewind::to(topic, partition, at))?;
+                    continue;
+                }
             }
             if !self.ledger.open() {
                 self.producer

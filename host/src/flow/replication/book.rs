@@ -250,6 +250,9 @@ impl Book {
         now: Instant,
     ) -> Offer {
         let room = self.in_flight < self.settings.max_in_flight;
+        let start_latest = self.settings.start_latest;
+        let mut low = Some(low);
+        let mut log_start = move || low.take().and_then(|f| f());
         let (flows, judged) = match self.table.get_by_name_mut(topic, partition) {
             None => return Offer::Declined,
             Some(p) => {
@@ -258,14 +261,32 @@ impl Book {
                         // Mirrored by this instance before the assignment was lost: skip
                         // forward to where it had got.
                         p.progress.start_at(floor);
+                        p.skip_below = Some(floor);
                         self.effects
                             .push(Effect::Seek(p.topic.clone(), p.partition, floor));
                         return Offer::Declined;
                     }
                 }
-                if p.progress.next().is_some_and(|n| offset < n) {
-                    return Offer::Declined; // handed out again before a seek took effect
+                if let Some(n) = p.progress.next().filter(|n| offset < *n) {
+                    if p.skip_below.is_some_and(|f| offset < f) {
+                        // Handed out before the seek forward took effect.
+                        return Offer::Declined;
+                    }
+                    if p.awaiting.is_some_and(|a| offset > a)
+                        || p.progress.blocked_at().is_some_and(|b| offset > b)
+                    {
+                        // Fetched before the seek back (to the new log's start) took
+                        // effect.
+                        return Offer::Declined;
+                    }
+                    // librdkafka hands out records in order and never one before the last
+                    // it handed out, but after resetting a position the log no longer
+                    // holds: the log started again below the records done.
+                    let key = p.key;
+                    let low = if start_latest { log_start() } else { None };
+                    return self.log_restarted(key, n, offset, low, now);
                 }
+                p.skip_below = None;
                 // Where the partition should go on: at the record it was sought back to,
                 // after the last record done, or at the stored position it was assigned
                 // with. A record past it is a gap: compaction or a transaction marker, or
@@ -277,15 +298,18 @@ impl Book {
                 }
                 .or(p.expect);
                 let judged = expected.and_then(|e| {
-                    let low = if offset > e { low() } else { None };
-                    truncation::judge(e, offset, low, first)
+                    // The log start tells a deletion from a gap; under "latest" it is also
+                    // where a log started again is read from.
+                    let ask = offset > e || (first && offset < e && start_latest);
+                    let low = if ask { log_start() } else { None };
+                    truncation::judge(e, offset, low, first).map(|t| (t, low))
                 });
                 p.expect = None;
                 (p.key, judged)
             }
         };
-        if let Some(t) = judged {
-            if let Some(offer) = self.truncated(flows, offset, t, now) {
+        if let Some((t, low)) = judged {
+            if let Some(offer) = self.truncated(flows, offset, t, low, now) {
                 return offer;
             }
         }
@@ -480,6 +504,7 @@ impl Book {
         key: SlotKey,
         offset: i64,
         t: Truncation,
+        low: Option<i64>,
         now: Instant,
     ) -> Option<Offer> {
         let pause = self.settings.on_source_truncation == OnSourceTruncation::Pause;
@@ -532,7 +557,59 @@ impl Book {
                 return Some(Offer::Declined);
             }
         }
+        if let Truncation::WentBack { .. } = t {
+            if let Some(low) = low.filter(|l| self.settings.start_latest && *l < offset) {
+                // librdkafka answered the stored position, past the new log, with its
+                // end: the new log is read from its start, the records in hand after
+                // this one not taken until then.
+                let (topic, partition) = (p.topic.clone(), p.partition);
+                self.decline(key, low);
+                if let Some(p) = self.table.get_by_name_mut(&topic, partition) {
+                    p.awaiting = Some(offset);
+                }
+                return Some(Offer::Declined);
+            }
+        }
         None
+    }
+
+    /// The record at `offset` was handed out below `next`, the record after the last one
+    /// done: the source partition's log started again. It is reported (nothing is known
+    /// lost: what the old log held past `next` is unknown), then the partition stops there
+    /// (`on_source_truncation = "pause"`) or, once the old log's records in flight are
+    /// reported, is read again from the new log's start: the record in hand, or under
+    /// "latest" (librdkafka answered with the new log's end) the log start `low`.
+    fn log_restarted(
+        &mut self,
+        key: SlotKey,
+        next: i64,
+        offset: i64,
+        low: Option<i64>,
+        now: Instant,
+    ) -> Offer {
+        let t = Truncation::WentBack {
+            from: next,
+            to: offset,
+        };
+        let from = low.filter(|l| *l < offset).unwrap_or(offset);
+        if self.settings.on_source_truncation == OnSourceTruncation::Continue {
+            if let Some(p) = self.table.get_mut(key) {
+                p.progress.restart(from);
+                p.lost = None;
+            }
+        }
+        if let Some(offer) = self.truncated(key, offset, t, None, now) {
+            return offer; // paused there
+        }
+        let Some(p) = self.table.get_mut(key) else {
+            return Offer::Declined;
+        };
+        let (topic, partition) = (p.topic.clone(), p.partition);
+        self.decline(key, from);
+        if let Some(p) = self.table.get_by_name_mut(&topic, partition) {
+            p.awaiting = Some(offset);
+        }
+        Offer::Declined
     }
 
     fn retry_later(&mut self, key: SlotKey, offset: i64, reason: String, now: Instant) {

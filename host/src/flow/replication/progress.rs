@@ -156,6 +156,18 @@ impl Progress {
             .is_some_and(|at| self.stored.is_none_or(|s| s < at))
     }
 
+    /// The source partition's log started again (its topic was deleted and created, or the
+    /// log truncated) below the records done: what was committed or stored of the old log
+    /// means nothing for the new one, and the next commit stores the new position even
+    /// though it is lower. The partition is blocked at `at`, the first record of the new
+    /// log to mirror: the old log's records still in flight no longer count, and
+    /// [`Self::unblock`] goes on from `at`.
+    pub fn restart(&mut self, at: i64) {
+        self.committed = None;
+        self.stored = None;
+        self.blocked = Some(at);
+    }
+
     /// Nothing was sent yet and nothing below `at` needs mirroring (it is known to be on
     /// the target): the partition starts at `at`.
     pub fn start_at(&mut self, at: i64) {

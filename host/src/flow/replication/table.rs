@@ -60,6 +60,9 @@ pub struct Partition {
     /// Progress this instance is known to have mirrored before the assignment was lost:
     /// the first record below it is skipped forward to it.
     pub floor: Option<i64>,
+    /// Sought forward to this offset (to a [`Self::floor`]): records below it handed out
+    /// meanwhile were fetched before the seek took effect, not a log started again.
+    pub skip_below: Option<i64>,
     /// The group's stored position at assignment, until the first record is handed out.
     pub expect: Option<i64>,
     /// The records the source lost before they were mirrored, as last reported.
@@ -86,6 +89,7 @@ impl Partition {
             rewind: None,
             awaiting: None,
             floor: None,
+            skip_below: None,
             expect: None,
             lost: None,
             generation: -1,

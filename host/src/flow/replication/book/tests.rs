@@ -891,3 +891,177 @@ fn a_declined_record_deleted_before_it_is_read_again_does_not_stall_its_partitio
     ));
     assert_eq!(book.take_commits(), vec![("orders".into(), 0, 35)]);
 }
+
+/// Sends `offset` without its delivery report.
+fn send_only(book: &mut Book, offset: i64, low: Option<i64>, now: Instant) -> Option<SlotKey> {
+    match book.offer_at("orders", 0, offset, || low, now) {
+        Offer::Send { key, .. } => {
+            book.sent(
+                key,
+                InFlight {
+                    upstream: offset,
+                    timestamp: None,
+                    sent: now,
+                },
+            );
+            Some(key)
+        }
+        _ => None,
+    }
+}
+
+fn seeks(effects: &[Effect]) -> Vec<i64> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Seek(_, _, at) => Some(*at),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Mirrored up to 500, the topic is deleted and created again while the partition is
+/// assigned: librdkafka resets the position the new log does not hold to its start and
+/// hands out 0. That is a new log, not a record handed out twice: it is reported, read
+/// from 0, and its lower progress is committed (before this, every record below 500 of the
+/// new log was declined as a re-delivery and never mirrored).
+#[test]
+fn a_log_started_again_under_an_assigned_partition_is_mirrored_from_its_start() {
+    let now = Instant::now();
+    let mut book = truncation_book(false, false, None);
+    for offset in 0..500 {
+        send_and_ack(&mut book, offset, Some(0), now);
+    }
+    assert_eq!(book.take_commits(), vec![("orders".into(), 0, 500)]);
+    book.commit_result("orders", 0, 500, true);
+    book.take_effects();
+    assert_eq!(send_and_ack(&mut book, 0, Some(0), now), Offer::Declined);
+    let effects = book.take_effects();
+    assert_eq!(
+        truncations(&effects),
+        vec![(Truncation::WentBack { from: 500, to: 0 }, false)]
+    );
+    assert_eq!(seeks(&effects), vec![0], "{effects:?}");
+    // Fetched before the seek took effect: not taken, not reported again.
+    assert_eq!(send_and_ack(&mut book, 1, Some(0), now), Offer::Declined);
+    assert!(truncations(&book.take_effects()).is_empty());
+    for offset in 0..20 {
+        assert!(matches!(
+            send_and_ack(&mut book, offset, Some(0), now),
+            Offer::Send { .. }
+        ));
+    }
+    assert_eq!(
+        book.take_commits(),
+        vec![("orders".into(), 0, 20)],
+        "the new log's position is committed though it is lower"
+    );
+    assert!(truncations(&book.take_effects()).is_empty());
+}
+
+/// The same with records of the old log still in flight: the new log is read only once
+/// their reports are in, and they do not count as progress of the new log.
+#[test]
+fn a_log_started_again_waits_for_the_old_logs_records_in_flight() {
+    let now = Instant::now();
+    let mut book = truncation_book(false, false, None);
+    // Six in flight (the book's limit), three acked.
+    let key = (0..6)
+        .filter_map(|o| send_only(&mut book, o, Some(0), now))
+        .last()
+        .expect("sent");
+    for _ in 0..3 {
+        book.delivered(key, Ok(0), now);
+    }
+    book.take_effects();
+    assert_eq!(send_and_ack(&mut book, 0, Some(0), now), Offer::Declined);
+    assert_eq!(send_and_ack(&mut book, 1, Some(0), now), Offer::Declined);
+    let effects = book.take_effects();
+    assert_eq!(truncations(&effects).len(), 1, "{effects:?}");
+    assert!(
+        seeks(&effects).is_empty(),
+        "not before the reports: {effects:?}"
+    );
+    assert_eq!(book.take_commits(), vec![("orders".into(), 0, 0)]);
+    for _ in 0..3 {
+        let ack = book.delivered(key, Ok(0), now).expect("acked");
+        assert!(
+            !ack.counts,
+            "an old log's record is no progress of the new one"
+        );
+    }
+    let effects = book.take_effects();
+    assert_eq!(seeks(&effects), vec![0], "{effects:?}");
+    for offset in 0..3 {
+        assert!(matches!(
+            send_and_ack(&mut book, offset, Some(0), now),
+            Offer::Send { .. }
+        ));
+    }
+    assert_eq!(book.take_commits(), vec![("orders".into(), 0, 3)]);
+}
+
+/// Under `start_offset = "latest"` librdkafka answers the position the new log lacks with
+/// the new log's end: the records before it are read from the log start, not skipped.
+#[test]
+fn under_start_latest_a_log_started_again_is_read_from_its_start() {
+    let now = Instant::now();
+    // While assigned.
+    let mut book = truncation_book(false, true, None);
+    for offset in 0..500 {
+        send_and_ack(&mut book, offset, Some(0), now);
+    }
+    book.take_effects();
+    assert_eq!(send_and_ack(&mut book, 40, Some(0), now), Offer::Declined);
+    let effects = book.take_effects();
+    assert_eq!(
+        truncations(&effects),
+        vec![(Truncation::WentBack { from: 500, to: 40 }, false)]
+    );
+    assert_eq!(seeks(&effects), vec![0]);
+    assert_eq!(send_and_ack(&mut book, 41, Some(0), now), Offer::Declined);
+    for offset in 0..42 {
+        assert!(matches!(
+            send_and_ack(&mut book, offset, Some(0), now),
+            Offer::Send { .. }
+        ));
+    }
+    assert_eq!(book.take_commits(), vec![("orders".into(), 0, 42)]);
+    // At assignment, stored at 500 (item 6 of issue 34: before, 0..40 were skipped).
+    let mut book = truncation_book(false, true, Some(500));
+    assert_eq!(send_and_ack(&mut book, 40, Some(0), now), Offer::Declined);
+    let effects = book.take_effects();
+    assert_eq!(
+        truncations(&effects),
+        vec![(Truncation::WentBack { from: 500, to: 40 }, false)]
+    );
+    assert_eq!(seeks(&effects), vec![0]);
+    assert_eq!(send_and_ack(&mut book, 41, Some(0), now), Offer::Declined);
+    for offset in 0..42 {
+        assert!(matches!(
+            send_and_ack(&mut book, offset, Some(0), now),
+            Offer::Send { .. }
+        ));
+    }
+    assert!(truncations(&book.take_effects()).is_empty());
+    assert_eq!(book.take_commits(), vec![("orders".into(), 0, 42)]);
+}
+
+/// Under `on_source_truncation = "pause"` a log started again stops the partition there.
+#[test]
+fn under_pause_a_log_started_again_stops_its_partition() {
+    let now = Instant::now();
+    let mut book = truncation_book(true, false, None);
+    for offset in 0..50 {
+        send_and_ack(&mut book, offset, Some(0), now);
+    }
+    book.take_effects();
+    assert_eq!(send_and_ack(&mut book, 0, Some(0), now), Offer::Declined);
+    assert_eq!(
+        truncations(&book.take_effects()),
+        vec![(Truncation::WentBack { from: 50, to: 0 }, true)]
+    );
+    assert_eq!(send_and_ack(&mut book, 1, Some(0), now), Offer::Declined);
+    let p = book.partitions().next().expect("owned");
+    assert_eq!(Book::state_of(p), "paused");
+}
