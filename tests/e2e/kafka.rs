@@ -601,19 +601,27 @@ enum Deletion {
     Retention,
 }
 
-fn records_deleted_before_they_were_mirrored(exactly_once: bool, how: Deletion) {
+/// Under `latest` (librdkafka answers the lost position with the log's end) the records
+/// from the log start on are sought back to (issue 34 item 1: the exactly-once ledger
+/// skipped them).
+fn records_deleted_before_they_were_mirrored(exactly_once: bool, how: Deletion, latest: bool) {
     let (primary, backup) = kafka_pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     match how {
         Deletion::Records => src.create_topic("events", 1),
         Deletion::Retention => src.create_topic_with("events", 1, &[("segment.ms", "100")]),
     }
-    src.produce_ids("events", 1, 0, 50);
+    if !latest {
+        src.produce_ids("events", 1, 0, 50);
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let status = free_addr();
     let mut flow = String::new();
     if exactly_once {
         flow.push_str("exactly_once = true\nexactly_once_shards = 1\n");
+    }
+    if latest {
+        flow.push_str("start_offset = \"latest\"\n");
     }
     if how == Deletion::Retention {
         // The target keeps what it has: the source's short retention is not copied.
@@ -621,6 +629,15 @@ fn records_deleted_before_they_were_mirrored(exactly_once: bool, how: Deletion) 
     }
     let config = config_with_status(dir.path(), &primary.addr, &backup.addr, &status, &flow);
     let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    if latest {
+        // Records before the partition is first read are not mirrored under "latest".
+        wait_for("events[0] read", T, || {
+            flow_status(&status)?["partitions"]["events"]
+                .is_object()
+                .then_some(())
+        });
+        src.produce_ids("events", 1, 0, 50);
+    }
     let (missing, dup) = tally(&dst, "primary.events", 1, 50, T);
     assert_eq!((missing, dup), (0, 0), "log:\n{}", k.logs());
     assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
@@ -683,22 +700,32 @@ fn records_deleted_before_they_were_mirrored(exactly_once: bool, how: Deletion) 
 
 #[test]
 fn records_deleted_before_they_were_mirrored_are_reported_at_least_once() {
-    records_deleted_before_they_were_mirrored(false, Deletion::Records);
+    records_deleted_before_they_were_mirrored(false, Deletion::Records, false);
 }
 
 #[test]
 fn records_deleted_before_they_were_mirrored_are_reported_exactly_once() {
-    records_deleted_before_they_were_mirrored(true, Deletion::Records);
+    records_deleted_before_they_were_mirrored(true, Deletion::Records, false);
+}
+
+#[test]
+fn records_deleted_before_they_were_mirrored_under_latest_are_reported_at_least_once() {
+    records_deleted_before_they_were_mirrored(false, Deletion::Records, true);
+}
+
+#[test]
+fn records_deleted_before_they_were_mirrored_under_latest_are_reported_exactly_once() {
+    records_deleted_before_they_were_mirrored(true, Deletion::Records, true);
 }
 
 #[test]
 fn records_expired_by_retention_before_they_were_mirrored_are_reported_at_least_once() {
-    records_deleted_before_they_were_mirrored(false, Deletion::Retention);
+    records_deleted_before_they_were_mirrored(false, Deletion::Retention, false);
 }
 
 #[test]
 fn records_expired_by_retention_before_they_were_mirrored_are_reported_exactly_once() {
-    records_deleted_before_they_were_mirrored(true, Deletion::Retention);
+    records_deleted_before_they_were_mirrored(true, Deletion::Retention, false);
 }
 
 #[test]

@@ -424,7 +424,20 @@ impl Shard {
                     self.ctx.generation,
                 );
                 let offset = match (at, self.ctx.settings.start_offset) {
-                    (Some(n), _) => Offset::Offset(n),
+                    (Some(n), StartOffset::Earliest) => Offset::Offset(n),
+                    (Some(n), StartOffset::Latest) => {
+                        // librdkafka would answer a stored position the log no longer
+                        // spans with its end and hand out nothing until a new record: read
+                        // from the log start instead (the ledger judges the first record
+                        // against the stored position, and reports what was lost).
+                        match src.fetch_watermarks(&p.source, p.partition, READ_PROGRESS) {
+                            Ok((low, high)) if n < low || n > high => {
+                                tracing::info!(flow = %self.ctx.flow, topic = %p.source, partition = p.partition, stored = n, log_start = low, log_end = high, "the stored position lies outside the partition's log: read from its start");
+                                Offset::Offset(low)
+                            }
+                            _ => Offset::Offset(n),
+                        }
+                    }
                     (None, StartOffset::Earliest) => Offset::Beginning,
                     (None, StartOffset::Latest) => {
                         // The end now, stored with the next transaction: if the shard

@@ -232,6 +232,22 @@ impl Book {
         }
     }
 
+    /// Whether a partition without stored progress starts at its log's end.
+    pub fn starts_latest(&self) -> bool {
+        self.settings.start_latest
+    }
+
+    /// The partition `topic`/`partition`, just assigned, is read from `at` (its log start:
+    /// the stored position lies outside the log).
+    pub fn read_from(&mut self, topic: &str, partition: i32, at: i64) {
+        if let Some(p) = self.table.get_by_name_mut(topic, partition) {
+            if p.progress.next().is_none() {
+                self.effects
+                    .push(Effect::Seek(p.topic.clone(), p.partition, at));
+            }
+        }
+    }
+
     /// What to do with the record at `offset` of `topic`/`partition`, with no record
     /// ever lost at the source.
     #[cfg(test)]

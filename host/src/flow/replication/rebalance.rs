@@ -3,6 +3,7 @@
 //! their progress committed before they go — unless the assignment was lost.
 
 use super::core::{Core, Member, offsets_tpl, pairs};
+use super::worker::log_bounds;
 use crate::kafka::clients::{cached_watermarks, group_generation};
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -51,10 +52,15 @@ impl Core {
         };
         match stored {
             Ok(stored) => {
+                let mut positions = Vec::new();
                 for e in stored.elements() {
                     if let Offset::Offset(at) = e.offset() {
                         self.book.expect(e.topic(), e.partition(), at);
+                        positions.push((e.topic().to_string(), e.partition(), at));
                     }
+                }
+                if self.book.starts_latest() {
+                    self.outside_the_log(consumer, &positions);
                 }
             }
             Err(e) => self.telemetry.note_error(
@@ -72,6 +78,31 @@ impl Core {
             .map(|(t, p)| format!("{t}[{p}]"))
             .collect();
         tracing::info!(flow = %self.settings.flow, partitions = names.len(), assigned = %names.join(", "), owned = self.book.len(), generation, "partitions assigned to this instance");
+    }
+
+    /// Under `start_offset = "latest"`, librdkafka answers a stored position its log no
+    /// longer spans (records deleted before they were mirrored, or the topic created
+    /// again) with the log's end, and hands out nothing until a new record arrives: what
+    /// lies between the log start and the end would wait unmirrored, the loss unreported.
+    /// Such partitions are read from their log start instead (one ListOffsets per leader
+    /// for each end); the first record is judged against the stored position as always.
+    fn outside_the_log(&mut self, consumer: &Member, positions: &[(String, i32, i64)]) {
+        if positions.is_empty() {
+            return;
+        }
+        let asked: Vec<(&str, i32)> = positions.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
+        let starts = log_bounds(consumer, &asked, Offset::Beginning, &self.telemetry);
+        let ends = log_bounds(consumer, &asked, Offset::End, &self.telemetry);
+        for (topic, partition, at) in positions {
+            let key = (topic.clone(), *partition);
+            let (Some(low), Some(high)) = (starts.get(&key), ends.get(&key)) else {
+                continue;
+            };
+            if at < low || at > high {
+                tracing::info!(flow = %self.settings.flow, topic, partition, stored = at, log_start = low, log_end = high, "the stored position lies outside the partition's log: read from its start");
+                self.book.read_from(topic, *partition, *low);
+            }
+        }
     }
 
     /// The group takes `tpl` from this member: their records in flight are awaited and

@@ -659,7 +659,7 @@ fn starts(
         } else {
             Offset::Beginning
         };
-        log_bounds(consumer, &unstored, which, ctx)
+        log_bounds(consumer, &unstored, which, &ctx.telemetry)
     } else {
         HashMap::new()
     };
@@ -686,11 +686,11 @@ const BOUNDS_CHUNK: usize = 500;
 /// answer is an error (a leader moving, a topic deleted since it was routed) and then
 /// answers nothing: the query is then asked again in chunks, and a chunk that fails is
 /// left out (the consumer asks for those itself).
-fn log_bounds(
+pub(super) fn log_bounds(
     consumer: &Member,
     partitions: &[(&str, i32)],
     which: Offset,
-    ctx: &WorkerContext,
+    telemetry: &FlowTelemetry,
 ) -> HashMap<(String, i32), i64> {
     let ask = |some: &[(&str, i32)]| {
         let mut tpl = TopicPartitionList::new();
@@ -720,8 +720,7 @@ fn log_bounds(
     match ask(partitions) {
         Ok(all) => all.into_iter().collect(),
         Err(e) => {
-            ctx.telemetry
-                .note_error("ask where the taken partitions start", "kafka", &e);
+            telemetry.note_error("ask where partitions' logs start or end", "kafka", &e);
             // A cluster that answers nothing fails every chunk: two failures end it.
             let mut failures = 0;
             let mut found = HashMap::new();

@@ -1065,3 +1065,27 @@ fn under_pause_a_log_started_again_stops_its_partition() {
     let p = book.partitions().next().expect("owned");
     assert_eq!(Book::state_of(p), "paused");
 }
+
+/// Under "latest" a partition assigned with a stored position its log no longer spans is
+/// read from the log start (the shell found it outside the log's range): the first record
+/// is judged against the stored position and the lost range reported, and what follows is
+/// mirrored without waiting for a new record.
+#[test]
+fn under_start_latest_a_stored_position_outside_the_log_is_read_from_its_start() {
+    let now = Instant::now();
+    let mut book = truncation_book(false, true, Some(50));
+    assert!(book.starts_latest());
+    book.read_from("orders", 0, 80);
+    assert_eq!(seeks(&book.take_effects()), vec![80]);
+    assert!(matches!(
+        send_and_ack(&mut book, 80, Some(80), now),
+        Offer::Send { .. }
+    ));
+    assert_eq!(
+        truncations(&book.take_effects()),
+        vec![(Truncation::Deleted { from: 50, to: 80 }, false)]
+    );
+    // Once records were read, the position is the book's own: nothing is sought.
+    book.read_from("orders", 0, 0);
+    assert!(seeks(&book.take_effects()).is_empty());
+}
