@@ -1,8 +1,10 @@
 //! The offset-sync store: translates a source consumer group's offset into the target
 //! offset it corresponds to, from the offset syncs of a flow.
 //!
-//! Per partition it keeps the recent syncs densely (up to [`MAX_SYNCS_PER_PARTITION`]) and,
-//! as a fallback beyond that bound, MM2's 64 exponentially spaced slots ([`Mm2Syncs`]).
+//! Per partition it keeps the recent syncs densely (up to [`MAX_SYNCS_PER_PARTITION`], and
+//! an equal share of [`MAX_SYNCS`] over all partitions: memory stays bounded however many
+//! partitions the syncs topic names) and, as a fallback beyond that bound, MM2's 64
+//! exponentially spaced slots ([`Mm2Syncs`]).
 //!
 //! `translate(g)`: the newest retained sync `a` with `a.up <= g`;
 //! - `g == a.up`: `a.down`;
@@ -44,8 +46,23 @@ use std::collections::{HashMap, VecDeque};
 /// written and still be a former owner's late sync (refused when it rewinds).
 pub const STALE_OWNER_WINDOW_MS: i64 = 10 * 60 * 1000;
 
-/// Syncs kept per partition for exact translation.
+/// Syncs kept per partition for exact translation, at most.
 pub const MAX_SYNCS_PER_PARTITION: usize = 4096;
+
+/// Syncs kept for exact translation over all partitions of a flow (about 48 bytes each:
+/// some 50 MB): with many partitions each keeps an equal share of it, its newest syncs,
+/// never fewer than [`MIN_SYNCS_PER_PARTITION`]. Older group offsets fall back to MM2's
+/// slots (64 per partition, about 1 KB).
+pub const MAX_SYNCS: usize = 1 << 20;
+
+/// Syncs kept per partition for exact translation, at least.
+pub const MIN_SYNCS_PER_PARTITION: usize = 64;
+
+/// How many of its newest syncs each partition keeps densely when `partitions` partitions
+/// share a budget of `budget` syncs.
+pub fn share(budget: usize, partitions: usize) -> usize {
+    (budget / partitions.max(1)).clamp(MIN_SYNCS_PER_PARTITION, MAX_SYNCS_PER_PARTITION)
+}
 
 /// MM2's slot count.
 pub const MM2_SLOTS: usize = 64;
@@ -153,7 +170,15 @@ fn consecutive(a: &Entry, b: &Entry) -> bool {
 }
 
 impl PartitionSyncs {
-    fn add(&mut self, e: Entry, timestamp: Option<i64>) -> Result<(), Refused> {
+    /// Keeps the newest `keep` syncs (and no more room than they need).
+    fn trim(&mut self, keep: usize) {
+        if self.dense.len() > keep {
+            self.dense.drain(..self.dense.len() - keep);
+            self.dense.shrink_to(keep);
+        }
+    }
+
+    fn add(&mut self, e: Entry, timestamp: Option<i64>, keep: usize) -> Result<(), Refused> {
         let rewound = self
             .dense
             .back()
@@ -188,10 +213,11 @@ impl PartitionSyncs {
                 self.mm2 = Mm2Syncs::new(e.up, e.down);
             }
         }
-        self.dense.push_back(e);
-        if self.dense.len() > MAX_SYNCS_PER_PARTITION {
+        // Room made before the push: the deque never grows past `keep`.
+        while self.dense.len() >= keep.max(1) {
             self.dense.pop_front();
         }
+        self.dense.push_back(e);
         self.mm2.add(e.up, e.down, true);
         Ok(())
     }
@@ -221,15 +247,41 @@ impl PartitionSyncs {
 }
 
 /// Every partition's syncs of one flow.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct OffsetSyncStore {
     partitions: HashMap<(String, i32), PartitionSyncs>,
+    /// Syncs kept densely over all partitions, at most.
+    budget: usize,
+}
+
+impl Default for OffsetSyncStore {
+    fn default() -> Self {
+        Self::with_budget(MAX_SYNCS)
+    }
 }
 
 impl OffsetSyncStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store keeping at most `budget` syncs densely over all partitions.
+    pub fn with_budget(budget: usize) -> Self {
+        OffsetSyncStore {
+            partitions: HashMap::new(),
+            budget,
+        }
+    }
+
+    /// Syncs kept densely now, over all partitions.
+    pub fn kept(&self) -> usize {
+        self.partitions.values().map(|p| p.dense.len()).sum()
+    }
+
+    /// Room held for syncs now, over all partitions (what the memory bound is about).
+    pub fn capacity(&self) -> usize {
+        self.partitions.values().map(|p| p.dense.capacity()).sum()
     }
 
     /// Adds one sync as read from the offset-syncs topic (with its marker header, if any).
@@ -259,16 +311,22 @@ impl OffsetSyncStore {
             marker,
         };
         let key = (sync.topic.clone(), sync.partition);
+        let keep = share(self.budget, self.partitions.len());
         match self.partitions.get_mut(&key) {
-            Some(p) => p.add(e, timestamp),
+            Some(p) => p.add(e, timestamp, keep),
             None => {
+                // One more partition: every partition's share shrinks.
+                let keep = share(self.budget, self.partitions.len() + 1);
+                for p in self.partitions.values_mut() {
+                    p.trim(keep);
+                }
                 let mut p = PartitionSyncs {
                     dense: VecDeque::new(),
                     mm2: Mm2Syncs::new(e.up, e.down),
                     epoch: 0,
                     generation: None,
                 };
-                let added = p.add(e, timestamp);
+                let added = p.add(e, timestamp, keep);
                 self.partitions.insert(key, p);
                 added
             }

@@ -394,3 +394,64 @@ fn an_older_generation_long_after_the_newest_is_a_new_start() {
         "its generation is the newest now"
     );
 }
+
+/// Issue 34, item 10: however many partitions the syncs topic names, the syncs kept densely
+/// stay within the store's budget (before: 4,096 per partition, room for 8,192, for every
+/// partition — some 400 MB at 1,000 partitions); each partition keeps its newest ones, and
+/// what is older still translates by MM2's slots, never later than the truth.
+#[test]
+fn the_syncs_kept_stay_within_the_budget_over_all_partitions() {
+    let budget = 64 * 100;
+    let mut store = OffsetSyncStore::with_budget(budget);
+    let synced = |store: &mut OffsetSyncStore, topic: &str, partition: i32, n: i64| {
+        for i in 0..n {
+            let mut s = sync(i * 10, i * 10);
+            s.topic = topic.to_string();
+            s.partition = partition;
+            store.add(&s, marked(1, i as u64)).expect("accepted");
+        }
+    };
+    // One busy partition alone keeps up to the per-partition maximum, without room to spare.
+    synced(&mut store, "busy", 0, 10_000);
+    assert_eq!(store.kept(), budget.min(MAX_SYNCS_PER_PARTITION));
+    assert!(
+        store.capacity() <= MAX_SYNCS_PER_PARTITION,
+        "{}",
+        store.capacity()
+    );
+    // 999 more partitions named (garbage, MM2's leftovers): every share shrinks.
+    for p in 0..999 {
+        synced(&mut store, "other", p, 3);
+    }
+    assert!(store.kept() <= budget, "{} kept", store.kept());
+    assert!(
+        store.capacity() <= budget * 2,
+        "room held: {}",
+        store.capacity()
+    );
+    // The busy partition still writes: it keeps its newest share.
+    synced(&mut store, "busy", 0, 10_000);
+    assert!(store.kept() <= budget, "{} kept", store.kept());
+    let keep = share(budget, 1000);
+    assert_eq!(keep, MIN_SYNCS_PER_PARTITION);
+    assert_eq!(
+        store.translate("busy", 0, 99_990),
+        Some(99_990),
+        "the newest exact"
+    );
+    assert_eq!(
+        store.oldest_downstream("busy", 0),
+        Some((10_000 - keep as i64) * 10)
+    );
+    // Older than the kept syncs: MM2's slots, which never answer later than the truth.
+    let old = store.translate("busy", 0, 5_005).expect("a slot");
+    assert!(old <= 5_005, "{old}");
+}
+
+#[test]
+fn the_share_is_the_budget_split_evenly_within_its_bounds() {
+    assert_eq!(share(MAX_SYNCS, 1), MAX_SYNCS_PER_PARTITION);
+    assert_eq!(share(MAX_SYNCS, 0), MAX_SYNCS_PER_PARTITION);
+    assert_eq!(share(MAX_SYNCS, 1_000), 1_048);
+    assert_eq!(share(MAX_SYNCS, 100_000), MIN_SYNCS_PER_PARTITION);
+}
