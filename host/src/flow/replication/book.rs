@@ -248,6 +248,21 @@ impl Book {
         }
     }
 
+    /// The partition `topic`/`partition`, just assigned without stored progress, starts at
+    /// `at` (its end, under "latest"): committable from now on, though no record came yet;
+    /// `seek`: the consumer is sent there.
+    pub fn start_from(&mut self, topic: &str, partition: i32, at: i64, seek: bool) {
+        if let Some(p) = self.table.get_by_name_mut(topic, partition) {
+            if p.progress.next().is_none() && p.expect.is_none() && p.floor.is_none() {
+                p.progress.start_at(at);
+                if seek {
+                    self.effects
+                        .push(Effect::Seek(p.topic.clone(), p.partition, at));
+                }
+            }
+        }
+    }
+
     /// What to do with the record at `offset` of `topic`/`partition`, with no record
     /// ever lost at the source.
     #[cfg(test)]

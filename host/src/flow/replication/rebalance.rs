@@ -61,6 +61,7 @@ impl Core {
                 }
                 if self.book.starts_latest() {
                     self.outside_the_log(consumer, &positions);
+                    self.start_at_the_end(consumer, tpl, &positions);
                 }
             }
             Err(e) => self.telemetry.note_error(
@@ -101,6 +102,43 @@ impl Core {
             if at < low || at > high {
                 tracing::info!(flow = %self.settings.flow, topic, partition, stored = at, log_start = low, log_end = high, "the stored position lies outside the partition's log: read from its start");
                 self.book.read_from(topic, *partition, *low);
+            }
+        }
+    }
+
+    /// Under `start_offset = "latest"`, a partition without stored progress starts at its
+    /// log's end as of now, and that position is committable at once: if the partition
+    /// moves to another owner before its first record is mirrored, the next owner starts
+    /// here, not at a later end past what arrived meanwhile (issue 34 item 5). A position
+    /// the assignment names (a single instance's share) is taken as it is; otherwise the
+    /// end is asked (one ListOffsets per leader) and the partition sought to it, so
+    /// librdkafka's own reset cannot start it later.
+    fn start_at_the_end(
+        &mut self,
+        consumer: &Member,
+        tpl: &TopicPartitionList,
+        positions: &[(String, i32, i64)],
+    ) {
+        let stored: std::collections::HashSet<(&str, i32)> =
+            positions.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
+        let mut ask = Vec::new();
+        for e in tpl.elements() {
+            if stored.contains(&(e.topic(), e.partition())) {
+                continue;
+            }
+            match e.offset() {
+                Offset::Offset(at) => self.book.start_from(e.topic(), e.partition(), at, false),
+                _ => ask.push((e.topic().to_string(), e.partition())),
+            }
+        }
+        if ask.is_empty() {
+            return;
+        }
+        let asked: Vec<(&str, i32)> = ask.iter().map(|(t, p)| (t.as_str(), *p)).collect();
+        let ends = log_bounds(consumer, &asked, Offset::End, &self.telemetry);
+        for (topic, partition) in &ask {
+            if let Some(end) = ends.get(&(topic.clone(), *partition)) {
+                self.book.start_from(topic, *partition, *end, true);
             }
         }
     }

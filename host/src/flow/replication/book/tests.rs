@@ -1089,3 +1089,28 @@ fn under_start_latest_a_stored_position_outside_the_log_is_read_from_its_start()
     book.read_from("orders", 0, 0);
     assert!(seeks(&book.take_effects()).is_empty());
 }
+
+/// Issue 34, item 5: under "latest" a partition without stored progress starts at its end,
+/// and that position is committed before any record arrives (before: nothing was
+/// committable until the first ack, so a next owner started at a later end and what
+/// arrived in between was never mirrored).
+#[test]
+fn under_start_latest_the_starting_end_is_committed_before_any_record() {
+    let now = Instant::now();
+    let mut book = truncation_book(false, true, None);
+    book.start_from("orders", 0, 70, true);
+    assert_eq!(seeks(&book.take_effects()), vec![70]);
+    assert_eq!(book.take_commits(), vec![("orders".into(), 0, 70)]);
+    // The first record is the next one: no gap judged, mirrored.
+    assert!(matches!(
+        send_and_ack(&mut book, 70, Some(0), now),
+        Offer::Send { .. }
+    ));
+    assert!(truncations(&book.take_effects()).is_empty());
+    assert_eq!(book.take_commits(), vec![("orders".into(), 0, 71)]);
+    // A partition with stored progress, or one mirrored already, is left as it is.
+    let mut book = truncation_book(false, true, Some(10));
+    book.start_from("orders", 0, 70, true);
+    assert!(book.take_effects().is_empty());
+    assert!(book.take_commits().is_empty());
+}
