@@ -32,6 +32,11 @@ pub struct Part {
     /// take it, a transform failed on it, or records were lost at the source under
     /// `pause`).
     blocked: Option<Blocked>,
+    /// When its position was last stored (`None`: not since it was added).
+    stored_at: Option<Instant>,
+    /// Its stored position is to be stored again with the next transaction, though it did
+    /// not move ([`Ledger::refresh_due`]).
+    refresh: bool,
 }
 
 /// Where a partition stops, since when, and whether it tries again by itself.
@@ -174,6 +179,8 @@ impl Ledger {
                 in_flight: VecDeque::new(),
                 first: true,
                 blocked: None,
+                stored_at: None,
+                refresh: false,
             },
         );
         self.keys.insert((source.to_string(), partition), key);
@@ -308,11 +315,27 @@ impl Ledger {
         }
     }
 
-    /// Whether a partition moved past its stored position.
+    /// Whether a partition moved past its stored position, or is to store it again.
     pub fn unstored(&self) -> bool {
         self.parts
             .values()
-            .any(|p| p.next.is_some() && p.next != p.stored)
+            .any(|p| p.refresh || (p.next.is_some() && p.next != p.stored))
+    }
+
+    /// Partitions whose position was not stored for `every` (or not since they were
+    /// added: how old the stored commit is, is unknown) store it again with the next
+    /// transaction, though they did not move: the target group has no members, so the
+    /// broker expires its offsets `offsets.retention.minutes` after their last commit, and
+    /// a quiet partition would be mirrored again from its start (issue 34 item 2).
+    pub fn refresh_due(&mut self, now: Instant, every: Duration) {
+        for p in self.parts.values_mut() {
+            let old = p
+                .stored_at
+                .is_none_or(|t| now.saturating_duration_since(t) >= every);
+            if old && p.next.or(p.stored).is_some() {
+                p.refresh = true;
+            }
+        }
     }
 
     /// The record at `offset` of `key` was produced (`bytes` of key and value).
@@ -417,8 +440,8 @@ impl Ledger {
         self.parts
             .values()
             .filter_map(|p| {
-                let at = p.next?;
-                (p.stored != Some(at)).then(|| Position {
+                let at = p.next.or(p.stored)?;
+                (p.refresh || p.stored != Some(at)).then(|| Position {
                     source: p.source.clone(),
                     target: p.target.clone(),
                     partition: p.partition,
@@ -431,9 +454,15 @@ impl Ledger {
     /// The transaction committed: stored positions move; returns the records it held and
     /// the acked (key, upstream, downstream) pairs, for the offset syncs.
     pub fn committed(&mut self) -> (u64, u64, Vec<(u64, i64, i64)>) {
+        let now = Instant::now();
         for part in self.parts.values_mut() {
+            let moved = part.next.is_some() && part.next != part.stored;
             if part.next.is_some() {
                 part.stored = part.next;
+            }
+            if moved || part.refresh {
+                part.stored_at = Some(now);
+                part.refresh = false;
             }
         }
         self.close()
@@ -787,5 +816,47 @@ mod tests {
             Take::Lost { take: false, .. }
         ));
         assert_eq!(l.judge(a, 1, || Some(0), true), Take::Stopped);
+    }
+
+    /// Issue 34, item 2: the target group has no members, so a quiet partition's stored
+    /// position is stored again (an offsets-only transaction) once after the shard took it
+    /// and then every `every` (before: only positions that moved were stored, and a quiet
+    /// partition's expired with the broker's offset retention).
+    #[test]
+    fn a_quiet_partitions_position_is_stored_again_within_the_retention() {
+        let (mut l, a, b) = ledger();
+        let t0 = Instant::now();
+        let hour = Duration::from_secs(3600);
+        assert!(!l.unstored());
+        l.refresh_due(t0, hour);
+        // a has a stored position (10); b none yet (nothing to store).
+        assert!(l.unstored(), "an offsets-only transaction is due");
+        assert_eq!(
+            l.positions(),
+            vec![Position {
+                source: "orders".into(),
+                target: "primary.orders".into(),
+                partition: 0,
+                at: 10
+            }]
+        );
+        l.began(t0);
+        l.committed();
+        assert!(!l.unstored());
+        l.refresh_due(t0 + hour / 2, hour);
+        assert!(!l.unstored(), "stored within the hour");
+        // b moves and is stored; a stays quiet and is due again an hour after its store.
+        l.began(t0);
+        assert_eq!(l.judge(b, 3, || None, false), Take::Take);
+        l.produced(b, 3, 1);
+        l.delivered(b, Ok(0));
+        l.committed();
+        l.refresh_due(Instant::now() + hour, hour);
+        let due: Vec<i64> = l.positions().iter().map(|p| p.at).collect();
+        assert_eq!(due, vec![10, 4]);
+        // Aborted: still due.
+        l.began(t0);
+        l.aborted();
+        assert!(l.unstored());
     }
 }

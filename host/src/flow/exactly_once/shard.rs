@@ -338,6 +338,10 @@ impl Shard {
             }
             if now >= next_tick {
                 next_tick = now + flush;
+                // Quiet partitions' positions stored again now and then (an offsets-only
+                // transaction when no records flow).
+                self.ledger
+                    .refresh_due(now, crate::flow::replication::progress::REFRESH_EVERY);
                 self.retry_stopped(src, now)?;
                 self.syncs.flush_delayed();
                 self.publish_status(src);

@@ -703,6 +703,32 @@ impl Book {
             .collect()
     }
 
+    /// [`Self::take_commits`], and the position of every partition not committed for
+    /// `every` (or not since it was assigned) though it did not move: its progress, else
+    /// the stored position it was assigned with — so a quiet partition's committed offset
+    /// never reaches the broker's offset retention (issue 34 item 2).
+    pub fn take_commits_refreshing(
+        &mut self,
+        now: Instant,
+        every: Duration,
+    ) -> Vec<(Arc<str>, i32, i64)> {
+        self.table
+            .iter_mut()
+            .filter_map(|p| {
+                let due = p
+                    .refreshed
+                    .is_none_or(|t| now.saturating_duration_since(t) >= every);
+                let at = match p.progress.take_commit() {
+                    Some(at) => at,
+                    None if due => p.progress.committable().or(p.expect)?,
+                    None => return None,
+                };
+                p.refreshed = Some(now);
+                Some((p.topic.clone(), p.partition, at))
+            })
+            .collect()
+    }
+
     /// The progress of every partition not confirmed stored, for the last commit of a stop.
     pub fn take_unstored(&mut self) -> Vec<(Arc<str>, i32, i64)> {
         self.table
@@ -738,6 +764,7 @@ impl Book {
                 }
             } else {
                 p.progress.commit_failed(offset);
+                p.refreshed = None;
             }
         }
     }

@@ -521,10 +521,12 @@ impl Core {
         topics
     }
 
-    /// The progress of every partition that moved since the last commit, to be committed
-    /// (by the committer; the outcome comes back through [`Self::committed`]).
+    /// The progress of every partition that moved since the last commit, and of those not
+    /// committed for [`super::progress::REFRESH_EVERY`], to be committed (by the committer; the outcome comes back through [`Self::committed`]).
     pub fn take_commits(&mut self) -> Option<TopicPartitionList> {
-        let commits = self.book.take_commits();
+        let commits = self
+            .book
+            .take_commits_refreshing(Instant::now(), super::progress::REFRESH_EVERY);
         (!commits.is_empty()).then(|| offsets_tpl(&commits))
     }
 

@@ -8,7 +8,16 @@
 //! in flight is always the one a report is about.
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How often an owned partition's stored position is committed again though it did not
+/// move: committed offsets of a group without members (a single instance's, the
+/// exactly-once shards' target group, a former group after a switch to `single_instance`)
+/// expire `offsets.retention.minutes` (7 days by default) after their last commit, and a
+/// quiet partition would then be mirrored again from its start (or, under "latest", skip
+/// what arrived meanwhile). Also right after an assignment: how old the stored commit is,
+/// is unknown.
+pub const REFRESH_EVERY: Duration = Duration::from_secs(3600);
 
 /// A record produced and not yet acked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

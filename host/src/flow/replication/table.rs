@@ -72,6 +72,9 @@ pub struct Partition {
     pub generation: i32,
     /// Since when its progress has moved without being stored.
     pub unstored_since: Option<Instant>,
+    /// When its position was last handed to a commit (moved or not); `None`: not since
+    /// the assignment, or that commit failed.
+    pub refreshed: Option<Instant>,
 }
 
 impl Partition {
@@ -94,6 +97,7 @@ impl Partition {
             lost: None,
             generation: -1,
             unstored_since: None,
+            refreshed: None,
         }
     }
 }

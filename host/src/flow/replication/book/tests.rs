@@ -1114,3 +1114,60 @@ fn under_start_latest_the_starting_end_is_committed_before_any_record() {
     assert!(book.take_effects().is_empty());
     assert!(book.take_commits().is_empty());
 }
+
+/// Issue 34, item 2: a partition that does not move is committed again after an
+/// assignment (its stored commit may be old already) and then every `every`, with its
+/// progress or, never read, the position it was assigned with — so the broker never
+/// expires it (before: only partitions that moved were committed, and a quiet one's
+/// offset expired `offsets.retention.minutes` after its last commit).
+#[test]
+fn a_quiet_partitions_position_is_committed_again_within_the_retention() {
+    let t0 = Instant::now();
+    let hour = Duration::from_secs(3600);
+    let mut book = Book::new(settings(false));
+    book.set_routes(routes("b.orders", true, 2));
+    book.assign(
+        &[("orders".to_string(), 0), ("payments".to_string(), 0)],
+        1,
+        |_, _| None,
+    );
+    book.expect("orders", 0, 500);
+    book.expect("payments", 0, 7);
+    // Right after the assignment: both stored positions, as they are.
+    let mut first = book.take_commits_refreshing(t0, hour);
+    first.sort();
+    assert_eq!(
+        first,
+        vec![("orders".into(), 0, 500), ("payments".into(), 0, 7)]
+    );
+    book.commit_result("orders", 0, 500, true);
+    book.commit_result("payments", 0, 7, true);
+    // Nothing moved, not due: nothing.
+    assert!(book.take_commits_refreshing(t0 + hour / 2, hour).is_empty());
+    // orders moves: committed as always; payments stays quiet.
+    assert!(matches!(
+        send_and_ack(&mut book, 500, Some(0), t0),
+        Offer::Send { .. }
+    ));
+    assert_eq!(
+        book.take_commits_refreshing(t0 + hour / 2, hour),
+        vec![("orders".into(), 0, 501)]
+    );
+    book.commit_result("orders", 0, 501, true);
+    // An hour after the assignment: payments is committed again; orders only an hour after
+    // its last commit.
+    assert_eq!(
+        book.take_commits_refreshing(t0 + hour, hour),
+        vec![("payments".into(), 0, 7)]
+    );
+    // A refresh that failed is tried again at the next commit.
+    book.commit_result("payments", 0, 7, false);
+    assert_eq!(
+        book.take_commits_refreshing(t0 + hour + Duration::from_secs(1), hour),
+        vec![("payments".into(), 0, 7)]
+    );
+    assert_eq!(
+        book.take_commits_refreshing(t0 + hour * 3 / 2, hour),
+        vec![("orders".into(), 0, 501)]
+    );
+}
