@@ -332,7 +332,10 @@ impl Ledger {
             let old = p
                 .stored_at
                 .is_none_or(|t| now.saturating_duration_since(t) >= every);
-            if old && p.next.or(p.stored).is_some() {
+            // A partition stopped for good waits for an operator, who may move its stored
+            // position meanwhile: left alone.
+            let stopped = p.blocked.is_some_and(|b| !b.retry);
+            if old && !stopped && p.next.or(p.stored).is_some() {
                 p.refresh = true;
             }
         }

@@ -720,7 +720,14 @@ impl Book {
                     .is_none_or(|t| now.saturating_duration_since(t) >= every);
                 let at = match p.progress.take_commit() {
                     Some(at) => at,
-                    None if due => p.progress.committable().or(p.expect)?,
+                    // A partition stopped at a record is left alone: its stored position
+                    // is where an operator may move it (`kmirror offsets`) while it waits.
+                    None if due && p.stopped.is_none() => p
+                        .progress
+                        .committed()
+                        .or(p.progress.stored())
+                        .or(p.progress.committable())
+                        .or(p.expect)?,
                     None => return None,
                 };
                 p.refreshed = Some(now);
@@ -841,6 +848,12 @@ impl Book {
             }
         }
         if let Some(at) = rewind {
+            // Records after it fetched before the seek takes effect (a batch in hand) are
+            // not taken: they would move progress past the records read again, and those
+            // would then look like a log started again.
+            if let Some(p) = self.table.get_by_name_mut(&topic, partition) {
+                p.awaiting = first(p.awaiting, at);
+            }
             self.effects
                 .push(Effect::Seek(topic.clone(), partition, at));
         }

@@ -149,8 +149,12 @@ impl Progress {
         self.committed
     }
 
-    /// A commit of `offset` was confirmed.
+    /// A commit of `offset` was confirmed. One not taken since the log started again
+    /// ([`Self::restart`]; an old log's position confirmed late) changes nothing.
     pub fn commit_succeeded(&mut self, offset: i64) {
+        if self.committed.is_none_or(|c| c < offset) {
+            return;
+        }
         self.stored = Some(self.stored.map_or(offset, |s| s.max(offset)));
     }
 

@@ -53,15 +53,20 @@ impl Core {
         match stored {
             Ok(stored) => {
                 let mut positions = Vec::new();
+                // Partitions whose stored progress could not be read: not "none stored".
+                let mut unknown = Vec::new();
                 for e in stored.elements() {
-                    if let Offset::Offset(at) = e.offset() {
+                    if e.error().is_err() {
+                        unknown.push((e.topic().to_string(), e.partition(), -1));
+                    } else if let Offset::Offset(at) = e.offset() {
                         self.book.expect(e.topic(), e.partition(), at);
                         positions.push((e.topic().to_string(), e.partition(), at));
                     }
                 }
                 if self.book.starts_latest() {
                     self.outside_the_log(consumer, &positions);
-                    self.start_at_the_end(consumer, tpl, &positions);
+                    let known: Vec<_> = positions.iter().chain(&unknown).cloned().collect();
+                    self.start_at_the_end(consumer, tpl, &known);
                 }
             }
             Err(e) => self.telemetry.note_error(
@@ -109,7 +114,9 @@ impl Core {
     /// Under `start_offset = "latest"`, a partition without stored progress starts at its
     /// log's end as of now, and that position is committable at once: if the partition
     /// moves to another owner before its first record is mirrored, the next owner starts
-    /// here, not at a later end past what arrived meanwhile (issue 34 item 5). A position
+    /// here, not at a later end past what arrived meanwhile (issue 34 item 5). `stored`
+    /// names the partitions with stored progress, or whose progress could not be read
+    /// (left to librdkafka: committing an end over an unread position would lose). A position
     /// the assignment names (a single instance's share) is taken as it is; otherwise the
     /// end is asked (one ListOffsets per leader) and the partition sought to it, so
     /// librdkafka's own reset cannot start it later.
@@ -117,10 +124,10 @@ impl Core {
         &mut self,
         consumer: &Member,
         tpl: &TopicPartitionList,
-        positions: &[(String, i32, i64)],
+        stored: &[(String, i32, i64)],
     ) {
         let stored: std::collections::HashSet<(&str, i32)> =
-            positions.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
+            stored.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
         let mut ask = Vec::new();
         for e in tpl.elements() {
             if stored.contains(&(e.topic(), e.partition())) {

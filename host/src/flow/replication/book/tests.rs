@@ -1171,3 +1171,81 @@ fn a_quiet_partitions_position_is_committed_again_within_the_retention() {
         vec![("orders".into(), 0, 501)]
     );
 }
+
+/// A partition sought back to a record refused for a while (a transient refusal), with
+/// later records of it still in the batch in hand: those are not taken before the record
+/// is read again (before, they were sent, progress moved past the refused record, and the
+/// records read again looked like a log started again).
+#[test]
+fn records_in_hand_after_a_retried_record_wait_for_it() {
+    let now = Instant::now();
+    let mut book = truncation_book(false, false, None);
+    let key = (0..3)
+        .filter_map(|o| send_only(&mut book, o, Some(0), now))
+        .last()
+        .expect("sent");
+    book.delivered(key, Ok(0), now);
+    book.delivered(
+        key,
+        Err(Refusal::Transient("leader not available".into())),
+        now,
+    );
+    book.delivered(key, Err(Refusal::Transient("abandoned".into())), now);
+    book.take_effects();
+    book.tick(now + RETRY_TRANSIENT);
+    assert_eq!(seeks(&book.take_effects()), vec![1]);
+    // 3 and 4 were fetched before the seek took effect.
+    assert_eq!(send_and_ack(&mut book, 3, Some(0), now), Offer::Declined);
+    assert_eq!(send_and_ack(&mut book, 4, Some(0), now), Offer::Declined);
+    for offset in 1..5 {
+        assert!(
+            matches!(
+                send_and_ack(&mut book, offset, Some(0), now),
+                Offer::Send { .. }
+            ),
+            "{offset}"
+        );
+    }
+    assert!(truncations(&book.take_effects()).is_empty());
+    assert_eq!(book.take_commits(), vec![("orders".into(), 0, 5)]);
+}
+
+/// After a log started again, a commit of the old log's position confirmed late does not
+/// count as stored: the new log's lower position is still committed at the stop.
+#[test]
+fn an_old_logs_commit_confirmed_late_does_not_hide_the_new_position() {
+    let now = Instant::now();
+    let mut book = truncation_book(false, false, None);
+    for offset in 0..50 {
+        send_and_ack(&mut book, offset, Some(0), now);
+    }
+    assert_eq!(book.take_commits(), vec![("orders".into(), 0, 50)]);
+    assert_eq!(send_and_ack(&mut book, 0, Some(0), now), Offer::Declined);
+    book.commit_result("orders", 0, 50, true); // the old log's commit, confirmed now
+    for offset in 0..3 {
+        send_and_ack(&mut book, offset, Some(0), now);
+    }
+    assert_eq!(book.take_unstored(), vec![("orders".into(), 0, 3)]);
+}
+
+/// A partition stopped by a log started again (under `pause`) is not committed again by
+/// the hourly refresh: its stored position stays where it was, for an operator to move.
+#[test]
+fn a_stopped_partition_is_not_refreshed() {
+    let now = Instant::now();
+    let hour = Duration::from_secs(3600);
+    let mut book = truncation_book(true, false, None);
+    for offset in 0..50 {
+        send_and_ack(&mut book, offset, Some(0), now);
+    }
+    assert_eq!(
+        book.take_commits_refreshing(now, hour),
+        vec![("orders".into(), 0, 50)]
+    );
+    book.commit_result("orders", 0, 50, true);
+    assert_eq!(send_and_ack(&mut book, 0, Some(0), now), Offer::Declined);
+    assert!(
+        book.take_commits_refreshing(now + hour * 2, hour)
+            .is_empty()
+    );
+}
