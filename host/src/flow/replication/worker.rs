@@ -768,24 +768,76 @@ fn resubscribe(
 
 /// The graceful stop: nothing new is forwarded; in-flight records and syncs are awaited
 /// and progress committed, all within `timeout`; then the group is left.
+///
+/// While a task drains it does not poll its consumer, so a rebalance that began meanwhile
+/// (another task joining or leaving, the group's second cooperative round) moves the group
+/// to a generation this member has not joined, and the coordinator refuses its last
+/// commit (`IllegalGeneration`): all its progress since the last stored commit would be
+/// mirrored again by the next owner. Then it joins the new generation — serving the group's
+/// callbacks with its partitions paused, taking no record — and commits again, once.
 fn stop(consumer: &Member, core: &Shared, committer: &Committer, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     core.lock().drain(consumer, deadline);
     // A commit still running finishes first, and its outcome is taken in; then the last
     // one: every partition's progress not confirmed stored.
     committer.wait_idle(deadline);
-    let pending = {
-        let mut c = core.lock();
-        c.committed(consumer.context().take_commits());
-        c.take_final_commits()
-    };
-    let Some(tpl) = pending else {
-        return;
-    };
-    committer.commit(tpl);
-    let confirmed = committer.wait_idle(deadline);
-    core.lock().committed(consumer.context().take_commits());
-    if !confirmed {
-        tracing::warn!("progress commit not confirmed before the stop deadline");
+    let mut rejoined = false;
+    loop {
+        let pending = {
+            let mut c = core.lock();
+            c.committed(consumer.context().take_commits());
+            c.take_final_commits()
+        };
+        let Some(tpl) = pending else {
+            return;
+        };
+        committer.commit(tpl);
+        let confirmed = committer.wait_idle(deadline);
+        let outcomes = consumer.context().take_commits();
+        let stale = outcomes.iter().any(stale_generation);
+        core.lock().committed(outcomes);
+        if !confirmed {
+            tracing::warn!("progress commit not confirmed before the stop deadline");
+            return;
+        }
+        if !stale || rejoined || Instant::now() >= deadline {
+            return;
+        }
+        rejoined = true;
+        rejoin(consumer, deadline);
     }
+}
+
+/// Whether a commit was refused because the group moved on to a generation (or member
+/// epoch) the member has not joined.
+fn stale_generation(outcome: &super::contexts::CommitOutcome) -> bool {
+    const STALE: [&str; 5] = [
+        "IllegalGeneration",
+        "RebalanceInProgress",
+        "UnknownMemberId",
+        "StaleMemberEpoch",
+        "FencedMemberEpoch",
+    ];
+    outcome
+        .error
+        .iter()
+        .chain(outcome.partitions.iter().filter_map(|p| p.3.as_ref()))
+        .any(|e| STALE.iter().any(|s| e.contains(s)))
+}
+
+/// Serves the group's callbacks until the member joined a new generation (or `deadline`),
+/// its partitions paused: a record handed out meanwhile is not taken (progress is committed
+/// as the book has it, never from the consumer's position).
+fn rejoin(consumer: &Member, deadline: Instant) {
+    let before = group_generation(consumer);
+    if let Ok(assigned) = consumer.assignment() {
+        let _ = consumer.pause(&assigned);
+    }
+    while Instant::now() < deadline {
+        let _ = consumer.poll(Duration::from_millis(100));
+        if group_generation(consumer) != before {
+            break;
+        }
+    }
+    tracing::info!(generation = ?group_generation(consumer), before = ?before, "rejoined the group to store the last progress");
 }
