@@ -500,6 +500,48 @@ fn a_flow_switched_from_at_least_once_goes_on_where_it_was() {
     assert_eq!(k.stop(), Some(0));
 }
 
+/// Exactly-once, then at-least-once, then exactly-once again (issue 34 item 3): the last
+/// switch goes on where at-least-once got (the source group), not from the target's older
+/// progress of the first exactly-once run — that re-mirrored the whole at-least-once period.
+#[test]
+fn a_flow_switched_back_to_exactly_once_does_not_mirror_the_at_least_once_period_again() {
+    let (primary, backup) = Broker::pair();
+    let src = Client::new(&primary.addr);
+    src.create_topic("switch", 2);
+    let produce = |from: usize, to: usize| src.produce_ids("switch", 2, from, to);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let eos = || config(dir.path(), &primary.addr, &backup.addr, &status, "300ms");
+    let alo = || {
+        let path = write_config(
+            dir.path(),
+            &primary.addr,
+            &backup.addr,
+            "session_timeout = \"6s\"",
+        );
+        let text = std::fs::read_to_string(&path).expect("config");
+        std::fs::write(&path, format!("[status]\nlisten = \"{status}\"\n\n{text}"))
+            .expect("config");
+        path
+    };
+    produce(0, 200);
+    let mut k = Kmirror::start(&eos(), &dir.path().join("eos-1.log"));
+    let (missing, duplicated, _) = tally_committed(&backup.addr, "primary.switch", 2, 200);
+    assert_eq!((missing, duplicated), (0, 0), "log:\n{}", k.logs());
+    assert_eq!(k.stop(), Some(0));
+    produce(200, 400);
+    let mut k = Kmirror::start(&alo(), &dir.path().join("alo.log"));
+    wait_for("at-least-once mirrored the next 200", T, || {
+        (mirrored_by(&status)? >= 200).then_some(())
+    });
+    assert_eq!(k.stop(), Some(0));
+    produce(400, 600);
+    let mut k = Kmirror::start(&eos(), &dir.path().join("eos-2.log"));
+    let (missing, duplicated, _) = tally_committed(&backup.addr, "primary.switch", 2, 600);
+    assert_eq!((missing, duplicated), (0, 0), "log:\n{}", k.logs());
+    assert_eq!(k.stop(), Some(0));
+}
+
 /// A topic created while an exactly-once flow runs joins the shards (their partitions
 /// follow the routes without a restart) and is mirrored exactly once, while the topic
 /// that was there goes on unharmed.

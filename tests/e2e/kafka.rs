@@ -846,15 +846,24 @@ fn recreated_while_read(exactly_once: bool, latest: bool) {
     src.produce_ids("orders", 1, 100, 105);
     // A trickle after: under "latest" librdkafka waits at the new log's end, and the next
     // record shows the log started again.
+    //
+    // Whether the partition stays assigned is a race: when discovery (or librdkafka) sees
+    // the topic gone before it is back, the flow lets go of the partition and takes the new
+    // one afresh — without stored progress (Kafka deleted the old topic's), so under
+    // "latest" it starts at the new log's end and what came before is not mirrored, as
+    // "latest" promises for any partition first read. That path is named, and then only
+    // the records after it are asserted; the reset path is asserted in full (and, both
+    // ways, in `book::tests` and `ledger::tests`).
     let mut next = 105;
+    let let_go = |k: &Kmirror| latest && k.logs().contains("source topic orders vanished");
     let recs = poll_until(T, || {
         src.produce_ids("orders", 1, next, next + 1);
         next += 1;
         let recs = dst.read_all("primary.orders", 1, 25, Duration::from_secs(2));
         let counts = count_values(&recs);
-        (100..105)
-            .all(|i| counts.contains_key(&format!("id-{i}")))
-            .then_some(recs)
+        let first_five = (100..105).all(|i| counts.contains_key(&format!("id-{i}")));
+        let trickle = (next - 3..next - 1).all(|i| counts.contains_key(&format!("id-{i}")));
+        (first_five || (let_go(&k) && trickle)).then_some(recs)
     })
     .unwrap_or_else(|| {
         panic!(
@@ -866,11 +875,22 @@ fn recreated_while_read(exactly_once: bool, latest: bool) {
     });
     assert!(k.running(), "kmirror died; log:\n{}", k.logs());
     let counts = count_values(&recs);
+    let new_log: Vec<usize> = if let_go(&k) {
+        eprintln!("FIGURES recreated under latest: the flow let go of the partition first");
+        Vec::new()
+    } else {
+        (100..105).collect()
+    };
     assert!(
         (0..20)
-            .chain(100..105)
+            .chain(new_log)
             .all(|i| counts.get(&format!("id-{i}")) == Some(&1)),
         "each old record and each of the new log's first five once: {counts:?}\nlog:\n{}",
+        k.logs()
+    );
+    assert!(
+        counts.values().all(|n| *n == 1),
+        "nothing twice: {counts:?}\nlog:\n{}",
         k.logs()
     );
     assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());

@@ -827,7 +827,7 @@ mod tests {
     /// partition's expired with the broker's offset retention).
     #[test]
     fn a_quiet_partitions_position_is_stored_again_within_the_retention() {
-        let (mut l, a, b) = ledger();
+        let (mut l, _a, b) = ledger();
         let t0 = Instant::now();
         let hour = Duration::from_secs(3600);
         assert!(!l.unstored());

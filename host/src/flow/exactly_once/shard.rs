@@ -393,17 +393,14 @@ impl Shard {
                     message: why,
                 });
             }
-            // Partitions without progress on the target take the source group's (a flow
-            // switched from at-least-once goes on where it was; in this mode the source
-            // group is committed after the target, so it is never ahead).
-            let missing: Vec<&ShardPartition> = new
-                .iter()
-                .filter(|p| stored_at(&stored, &p.target, p.partition).is_none())
-                .collect();
-            let fallback = if missing.is_empty() {
-                TopicPartitionList::new()
-            } else {
-                let tpl = tpl_of(missing.iter().map(|p| (p.source.as_str(), p.partition)));
+            // The source group's progress too: the larger of the two is where the flow
+            // got. In this mode the source group is committed after the target, so it is
+            // ahead only when at-least-once mode ran meanwhile (a flow switched from it,
+            // or switched back to exactly-once: the target's progress is then stale, and
+            // going on from it would mirror the whole at-least-once period again — issue
+            // 34 item 3).
+            let fallback = {
+                let tpl = tpl_of(new.iter().map(|p| (p.source.as_str(), p.partition)));
                 let read = src
                     .committed_offsets(tpl, READ_PROGRESS)
                     .map_err(|e| self.consumer_error("read the source group's progress", &e))?;
@@ -418,8 +415,13 @@ impl Shard {
             };
             let mut assign = TopicPartitionList::new();
             for p in &new {
-                let at = stored_at(&stored, &p.target, p.partition)
-                    .or_else(|| stored_at(&fallback, &p.source, p.partition));
+                let at = match (
+                    stored_at(&stored, &p.target, p.partition),
+                    stored_at(&fallback, &p.source, p.partition),
+                ) {
+                    (Some(target), Some(source)) => Some(target.max(source)),
+                    (target, source) => target.or(source),
+                };
                 let key = self.ledger.add(&p.source, p.partition, &p.target, at);
                 self.syncs.register(
                     key,
