@@ -317,6 +317,10 @@ impl Shard {
             if !batch.is_empty() {
                 self.take(src, &batch)?;
             }
+            if self.abandoned() {
+                // Nothing is committed or waited for (a batch may have ended early).
+                return Ok(());
+            }
             self.serve_deliveries(Duration::ZERO);
             let now = Instant::now();
             if !self.ledger.open() && self.ledger.unstored() {
@@ -597,6 +601,16 @@ impl Shard {
                                     // again after the abort.
                                     self.rewind(src, &Rewind::to(topic, partition, offset))?;
                                 }
+                                Failure::Backpressure
+                                    if self.ctx.stop.load(Ordering::Acquire) != stop::RUN =>
+                                {
+                                    // Stopping with a full queue (the target slow or
+                                    // away): the batch ends here. A graceful stop commits
+                                    // what was taken; an abandoned shard serves no report
+                                    // any more, so the queue would never drain and this
+                                    // loop would spin for the life of the process.
+                                    return Ok(());
+                                }
                                 Failure::Backpressure => {
                                     // Full: wait until a quarter of the queue is acked
                                     // (not one send attempt per report).
@@ -758,6 +772,15 @@ impl Shard {
             loop {
                 match self.producer.send(record) {
                     Ok(()) => break,
+                    Err((e, _)) if self.abandoned() => {
+                        // Abandoned with a full queue: it never drains (see `take`).
+                        self.syncs.aborted(&staged);
+                        return Err(ShardError::Transaction {
+                            shard: self.ctx.shard,
+                            operation: "write an offset sync",
+                            message: format!("the shard was abandoned: {e}"),
+                        });
+                    }
                     Err((e, back))
                         if e.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) =>
                     {
@@ -813,6 +836,11 @@ impl Shard {
             self.rewind(src, &r)?;
         }
         Ok(())
+    }
+
+    /// Whether the shard was abandoned: it ends without committing or waiting for anything.
+    fn abandoned(&self) -> bool {
+        self.ctx.stop.load(Ordering::Acquire) == stop::ABANDON
     }
 
     /// Serves delivery reports until a quarter of what the producer holds is acked (or a
