@@ -313,7 +313,9 @@ fn a_graceful_stop_during_catch_up_loses_and_duplicates_nothing() {
     let (missing, duplicated) = tally(&dst, "primary.backlog", 4, N, T);
     // The stop may meet a rebalance it has not joined (the group's second cooperative
     // round): it joins it to store its last progress (worker.rs, `stop`).
-    let rejoined = k.logs().contains("rejoined the group");
+    let rejoined = k
+        .logs()
+        .contains("stored the last progress after rejoining the group");
     eprintln!(
         "FIGURES graceful stop during catch-up of {N}: stop took {stop_took:.1?}, missing {missing}, duplicated {duplicated}, rejoined a new generation to commit: {rejoined}"
     );

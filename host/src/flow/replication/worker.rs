@@ -772,39 +772,35 @@ fn resubscribe(
 /// While a task drains it does not poll its consumer, so a rebalance that began meanwhile
 /// (another task joining or leaving, the group's second cooperative round) moves the group
 /// to a generation this member has not joined, and the coordinator refuses its last
-/// commit (`IllegalGeneration`): all its progress since the last stored commit would be
-/// mirrored again by the next owner. Then it joins the new generation — serving the group's
-/// callbacks with its partitions paused, taking no record — and commits again, once.
+/// commit (`IllegalGeneration`): librdkafka then counts the assignment as lost, and all the
+/// progress since the last stored commit would be mirrored again by the next owner. So a
+/// last commit refused for a stale generation is kept and committed again once the member
+/// is back in the group (see [`commit_after_rejoining`]).
 fn stop(consumer: &Member, core: &Shared, committer: &Committer, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     core.lock().drain(consumer, deadline);
     // A commit still running finishes first, and its outcome is taken in; then the last
     // one: every partition's progress not confirmed stored.
     committer.wait_idle(deadline);
-    let mut rejoined = false;
-    loop {
-        let pending = {
-            let mut c = core.lock();
-            c.committed(consumer.context().take_commits());
-            c.take_final_commits()
-        };
-        let Some(tpl) = pending else {
-            return;
-        };
-        committer.commit(tpl);
-        let confirmed = committer.wait_idle(deadline);
-        let outcomes = consumer.context().take_commits();
-        let stale = outcomes.iter().any(stale_generation);
-        core.lock().committed(outcomes);
-        if !confirmed {
-            tracing::warn!("progress commit not confirmed before the stop deadline");
-            return;
-        }
-        if !stale || rejoined || Instant::now() >= deadline {
-            return;
-        }
-        rejoined = true;
-        rejoin(consumer, deadline);
+    let pending = {
+        let mut c = core.lock();
+        c.committed(consumer.context().take_commits());
+        c.take_final_commits()
+    };
+    let Some(tpl) = pending else {
+        return;
+    };
+    committer.commit(tpl.clone());
+    let confirmed = committer.wait_idle(deadline);
+    let outcomes = consumer.context().take_commits();
+    let stale = outcomes.iter().any(stale_generation);
+    core.lock().committed(outcomes);
+    if !confirmed {
+        tracing::warn!("progress commit not confirmed before the stop deadline");
+        return;
+    }
+    if stale {
+        commit_after_rejoining(consumer, core, &tpl, deadline);
     }
 }
 
@@ -821,23 +817,42 @@ fn stale_generation(outcome: &super::contexts::CommitOutcome) -> bool {
     outcome
         .error
         .iter()
-        .chain(outcome.partitions.iter().filter_map(|p| p.3.as_ref()))
         .any(|e| STALE.iter().any(|s| e.contains(s)))
 }
 
-/// Serves the group's callbacks until the member joined a new generation (or `deadline`),
-/// its partitions paused: a record handed out meanwhile is not taken (progress is committed
-/// as the book has it, never from the consumer's position).
-fn rejoin(consumer: &Member, deadline: Instant) {
-    let before = group_generation(consumer);
+/// Commits `tpl` — the last progress, refused for a stale generation — again once the
+/// member is back in the group, until `deadline`. The member's partitions are paused and it
+/// serves the group's callbacks (librdkafka counted the assignment as lost, so no revoke
+/// commits them); a record handed out meanwhile is not taken (progress is committed as the
+/// book had it, never from the consumer's position). The coordinator checks a commit's
+/// generation and member, not who owns each partition now, so the progress is stored even
+/// if the partitions went to another task (which, if it started earlier, mirrors some
+/// records again: never fewer stored than before).
+fn commit_after_rejoining(
+    consumer: &Member,
+    core: &Shared,
+    tpl: &TopicPartitionList,
+    deadline: Instant,
+) {
     if let Ok(assigned) = consumer.assignment() {
         let _ = consumer.pause(&assigned);
     }
+    let mut attempts = 0;
     while Instant::now() < deadline {
         let _ = consumer.poll(Duration::from_millis(100));
-        if group_generation(consumer) != before {
-            break;
+        attempts += 1;
+        let result = consumer.commit(tpl, CommitMode::Sync);
+        let stored = result.is_ok();
+        consumer.context().record_commit(result, tpl);
+        core.lock().committed(consumer.context().take_commits());
+        if stored {
+            tracing::info!(generation = ?group_generation(consumer), attempts, partitions = tpl.count(), "stored the last progress after rejoining the group");
+            return;
         }
     }
-    tracing::info!(generation = ?group_generation(consumer), before = ?before, "rejoined the group to store the last progress");
+    tracing::warn!(
+        attempts,
+        partitions = tpl.count(),
+        "the last progress was refused for a stale generation and the group did not take this member back before the stop deadline: the next owner mirrors it again"
+    );
 }
