@@ -39,7 +39,28 @@ fn config(
     let flow = format!(
         "session_timeout = \"6s\"\nshutdown_timeout = \"5s\"\nexactly_once = true\ntransaction_interval = \"{interval}\"\nexactly_once_shards = 4"
     );
-    let path = write_config(dir, primary, backup, &flow);
+    with_status(dir, primary, backup, status, &flow)
+}
+
+/// The same flow at least once (quick session timeout).
+fn at_least_once_config(
+    dir: &Path,
+    primary: &str,
+    backup: &str,
+    status: &str,
+) -> std::path::PathBuf {
+    with_status(dir, primary, backup, status, "session_timeout = \"6s\"")
+}
+
+/// A config with `flow` settings and the status endpoint on `status`.
+fn with_status(
+    dir: &Path,
+    primary: &str,
+    backup: &str,
+    status: &str,
+    flow: &str,
+) -> std::path::PathBuf {
+    let path = write_config(dir, primary, backup, flow);
     let text = std::fs::read_to_string(&path).expect("config");
     std::fs::write(&path, format!("[status]\nlisten = \"{status}\"\n\n{text}")).expect("config");
     path
@@ -479,14 +500,7 @@ fn a_flow_switched_from_at_least_once_goes_on_where_it_was() {
     produce(0, 300);
     let dir = tempfile::tempdir().expect("tempdir");
     let status = free_addr();
-    let alo = write_config(
-        dir.path(),
-        &primary.addr,
-        &backup.addr,
-        "session_timeout = \"6s\"",
-    );
-    let text = std::fs::read_to_string(&alo).expect("config");
-    std::fs::write(&alo, format!("[status]\nlisten = \"{status}\"\n\n{text}")).expect("config");
+    let alo = at_least_once_config(dir.path(), &primary.addr, &backup.addr, &status);
     let mut k = Kmirror::start(&alo, &dir.path().join("alo.log"));
     wait_for("at-least-once mirrored the first 300", T, || {
         (mirrored_by(&status)? >= 300).then_some(())
@@ -512,18 +526,7 @@ fn a_flow_switched_back_to_exactly_once_does_not_mirror_the_at_least_once_period
     let dir = tempfile::tempdir().expect("tempdir");
     let status = free_addr();
     let eos = || config(dir.path(), &primary.addr, &backup.addr, &status, "300ms");
-    let alo = || {
-        let path = write_config(
-            dir.path(),
-            &primary.addr,
-            &backup.addr,
-            "session_timeout = \"6s\"",
-        );
-        let text = std::fs::read_to_string(&path).expect("config");
-        std::fs::write(&path, format!("[status]\nlisten = \"{status}\"\n\n{text}"))
-            .expect("config");
-        path
-    };
+    let alo = || at_least_once_config(dir.path(), &primary.addr, &backup.addr, &status);
     produce(0, 200);
     let mut k = Kmirror::start(&eos(), &dir.path().join("eos-1.log"));
     let (missing, duplicated, _) = tally_committed(&backup.addr, "primary.switch", 2, 200);
