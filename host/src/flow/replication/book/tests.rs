@@ -892,6 +892,14 @@ fn a_declined_record_deleted_before_it_is_read_again_does_not_stall_its_partitio
     assert_eq!(book.take_commits(), vec![("orders".into(), 0, 35)]);
 }
 
+/// Offers, sends and acks each of `offsets`, asserting each is sent.
+fn assert_sent(book: &mut Book, offsets: std::ops::Range<i64>, low: Option<i64>, now: Instant) {
+    for offset in offsets {
+        let offer = send_and_ack(book, offset, low, now);
+        assert!(matches!(offer, Offer::Send { .. }), "{offset}: {offer:?}");
+    }
+}
+
 /// Sends `offset` without its delivery report.
 fn send_only(book: &mut Book, offset: i64, low: Option<i64>, now: Instant) -> Option<SlotKey> {
     match book.offer_at("orders", 0, offset, || low, now) {
@@ -945,12 +953,7 @@ fn a_log_started_again_under_an_assigned_partition_is_mirrored_from_its_start() 
     // Fetched before the seek took effect: not taken, not reported again.
     assert_eq!(send_and_ack(&mut book, 1, Some(0), now), Offer::Declined);
     assert!(truncations(&book.take_effects()).is_empty());
-    for offset in 0..20 {
-        assert!(matches!(
-            send_and_ack(&mut book, offset, Some(0), now),
-            Offer::Send { .. }
-        ));
-    }
+    assert_sent(&mut book, 0..20, Some(0), now);
     assert_eq!(
         book.take_commits(),
         vec![("orders".into(), 0, 20)],
@@ -992,12 +995,7 @@ fn a_log_started_again_waits_for_the_old_logs_records_in_flight() {
     }
     let effects = book.take_effects();
     assert_eq!(seeks(&effects), vec![0], "{effects:?}");
-    for offset in 0..3 {
-        assert!(matches!(
-            send_and_ack(&mut book, offset, Some(0), now),
-            Offer::Send { .. }
-        ));
-    }
+    assert_sent(&mut book, 0..3, Some(0), now);
     assert_eq!(book.take_commits(), vec![("orders".into(), 0, 3)]);
 }
 
@@ -1020,12 +1018,7 @@ fn under_start_latest_a_log_started_again_is_read_from_its_start() {
     );
     assert_eq!(seeks(&effects), vec![0]);
     assert_eq!(send_and_ack(&mut book, 41, Some(0), now), Offer::Declined);
-    for offset in 0..42 {
-        assert!(matches!(
-            send_and_ack(&mut book, offset, Some(0), now),
-            Offer::Send { .. }
-        ));
-    }
+    assert_sent(&mut book, 0..42, Some(0), now);
     assert_eq!(book.take_commits(), vec![("orders".into(), 0, 42)]);
     // At assignment, stored at 500 (item 6 of issue 34: before, 0..40 were skipped).
     let mut book = truncation_book(false, true, Some(500));
@@ -1037,12 +1030,7 @@ fn under_start_latest_a_log_started_again_is_read_from_its_start() {
     );
     assert_eq!(seeks(&effects), vec![0]);
     assert_eq!(send_and_ack(&mut book, 41, Some(0), now), Offer::Declined);
-    for offset in 0..42 {
-        assert!(matches!(
-            send_and_ack(&mut book, offset, Some(0), now),
-            Offer::Send { .. }
-        ));
-    }
+    assert_sent(&mut book, 0..42, Some(0), now);
     assert!(truncations(&book.take_effects()).is_empty());
     assert_eq!(book.take_commits(), vec![("orders".into(), 0, 42)]);
 }
@@ -1197,15 +1185,7 @@ fn records_in_hand_after_a_retried_record_wait_for_it() {
     // 3 and 4 were fetched before the seek took effect.
     assert_eq!(send_and_ack(&mut book, 3, Some(0), now), Offer::Declined);
     assert_eq!(send_and_ack(&mut book, 4, Some(0), now), Offer::Declined);
-    for offset in 1..5 {
-        assert!(
-            matches!(
-                send_and_ack(&mut book, offset, Some(0), now),
-                Offer::Send { .. }
-            ),
-            "{offset}"
-        );
-    }
+    assert_sent(&mut book, 1..5, Some(0), now);
     assert!(truncations(&book.take_effects()).is_empty());
     assert_eq!(book.take_commits(), vec![("orders".into(), 0, 5)]);
 }
