@@ -286,6 +286,91 @@ fn a_topic_whose_configs_cannot_be_read_is_not_created() {
     assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
 }
 
+/// A takeover whose seed commit Kafka refuses for one topic (the flow's principal may not
+/// read it): librdkafka reports such a commit as failed as a whole, yet Kafka stored the
+/// other partitions. kmirror reads the group back and says which were seeded and which not.
+#[test]
+fn a_takeover_seeds_what_kafka_allows_and_names_each_partition_it_refused() {
+    let (primary, backup) = Broker::kafka_pair(
+        &KafkaOptions::default().sasl().authorizer(),
+        &KafkaOptions::default(),
+    );
+    let src = Client::new(&primary.addr);
+    let dst = Client::new(&backup.addr);
+    src.create_topic("orders", 2);
+    src.create_topic("secret", 1);
+    for (resource, name) in [("--topic", "*"), ("--group", "*")] {
+        acl_command(
+            &primary.addr,
+            &[
+                "--add",
+                "--allow-principal",
+                "User:alice",
+                "--operation",
+                "All",
+                resource,
+                name,
+            ],
+        );
+    }
+    acl_command(
+        &primary.addr,
+        &[
+            "--add",
+            "--deny-principal",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--topic",
+            "secret",
+        ],
+    );
+    // What MirrorMaker 2 left: its positions in all three partitions.
+    dst.create_topic("mm2-offsets.primary.internal", 1);
+    for (topic, p, last) in [("orders", 0, 9), ("orders", 1, 19), ("secret", 0, 29)] {
+        let value = format!(r#"{{"offset":{last}}}"#);
+        dst.produce(
+            "mm2-offsets.primary.internal",
+            0,
+            mm2_offsets_key(topic, p).as_bytes(),
+            value.as_bytes(),
+            &[],
+            1_700_000_000_000,
+        );
+    }
+    dst.flush();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config_with_clusters(
+        dir.path(),
+        &sasl_cluster("alice", "alice-secret", primary.cluster().sasl_addr()),
+        &format!("bootstrap_servers = \"{}\"\n", backup.addr),
+        &flow_table("primary", "backup", ""),
+    );
+    let cfg = config.to_str().expect("path");
+    let (code, out, err) = kmirror_cli(&["offsets", "import-mm2", "--config", cfg, "--apply"]);
+    assert_eq!(
+        code,
+        Some(1),
+        "a partial seed is not a success:\n{out}\n{err}"
+    );
+    assert!(out.contains("seeded 2 partition(s)"), "{out}\n{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("not seeded: secret partition 0 at 30")
+                && l.contains("uthorization")),
+        "the refused partition named, with why:\n{out}"
+    );
+    assert!(err.contains("1 partition(s) not seeded"), "{err}");
+    // Read by the test's own client, as the super user.
+    let group = "kmirror.primary.backup";
+    assert_eq!(
+        committed(&primary.addr, group, "orders", 2),
+        [(0, 10), (1, 20)].into(),
+        "the allowed topic seeded"
+    );
+    assert!(committed(&primary.addr, group, "secret", 1).is_empty());
+}
+
 #[test]
 fn topic_acls_are_synced_by_mm2_rules_and_only_synced_ones_deleted() {
     let (primary, backup) = Broker::kafka_pair(

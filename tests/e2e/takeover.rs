@@ -19,12 +19,6 @@ const PER_PARTITION: usize = 100;
 /// How much of each partition MM2 had mirrored.
 const MM2_COPIED: usize = 60;
 
-fn mm2_key(topic: &str, partition: i32) -> String {
-    format!(
-        r#"["MirrorSourceConnector",{{"cluster":"primary","partition":{partition},"topic":"{topic}"}}]"#
-    )
-}
-
 /// An OffsetSync in MM2's format (no marker header).
 fn sync(src: &Client, topic: &str, partition: i32, up: i64, down: i64) {
     let mut key = (topic.len() as i16).to_be_bytes().to_vec();
@@ -297,16 +291,36 @@ fn kmirror_takes_over_from_mirrormaker_2_without_copying_again() {
     dst.create_topic("mm2-offsets.primary.internal", 3);
     let last = (MM2_COPIED - 1).to_string();
     for (key, val, part) in [
-        (mm2_key("orders", 0), r#"{"offset":10}"#.to_string(), 0),
-        (mm2_key("orders", 0), format!(r#"{{"offset":{last}}}"#), 0),
-        (mm2_key("orders", 1), format!(r#"{{"offset":{last}}}"#), 2),
-        (mm2_key("gone", 0), r#"{"offset":5}"#.to_string(), 1),
+        (
+            mm2_offsets_key("orders", 0),
+            r#"{"offset":10}"#.to_string(),
+            0,
+        ),
+        (
+            mm2_offsets_key("orders", 0),
+            format!(r#"{{"offset":{last}}}"#),
+            0,
+        ),
+        (
+            mm2_offsets_key("orders", 1),
+            format!(r#"{{"offset":{last}}}"#),
+            2,
+        ),
+        (mm2_offsets_key("gone", 0), r#"{"offset":5}"#.to_string(), 1),
         // Records no one should trust (the topic is writable by anyone allowed to): each is
         // refused naming why, and the valid ones are seeded beside them.
-        (mm2_key("orders", -1), r#"{"offset":1}"#.to_string(), 1),
-        (mm2_key("../bad topic", 0), r#"{"offset":1}"#.to_string(), 1),
         (
-            mm2_key("orders", 7),
+            mm2_offsets_key("orders", -1),
+            r#"{"offset":1}"#.to_string(),
+            1,
+        ),
+        (
+            mm2_offsets_key("../bad topic", 0),
+            r#"{"offset":1}"#.to_string(),
+            1,
+        ),
+        (
+            mm2_offsets_key("orders", 7),
             format!(r#"{{"offset":{}}}"#, i64::MAX),
             1,
         ),
@@ -323,7 +337,7 @@ fn kmirror_takes_over_from_mirrormaker_2_without_copying_again() {
     dst.produce_tombstone(
         "mm2-offsets.primary.internal",
         1,
-        mm2_key("gone", 0).as_bytes(),
+        mm2_offsets_key("gone", 0).as_bytes(),
     );
     dst.flush();
     src.create_topic("mm2-offset-syncs.backup.internal", 1);

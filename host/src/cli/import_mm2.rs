@@ -105,9 +105,18 @@ async fn import(flow: &ResolvedFlow, args: &ImportArgs) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     println!(
-        "seeded {seeded} partition(s) of group {group} on {}",
-        source.alias
+        "seeded {} partition(s) of group {group} on {}",
+        seeded.stored, source.alias
     );
+    for ((topic, partition), at, why) in &seeded.refused {
+        println!("not seeded: {topic} partition {partition} at {at}: {why}");
+    }
+    if !seeded.refused.is_empty() {
+        return Err(format!(
+            "{} partition(s) not seeded: Kafka refused them (listed above); the others were seeded",
+            seeded.refused.len()
+        ));
+    }
     Ok(())
 }
 

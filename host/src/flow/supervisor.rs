@@ -101,8 +101,16 @@ pub async fn run(
             takeover::Outcome::NothingLeft => {
                 tracing::info!(flow = %name, topic = %takeover::mm2_offsets_topic(src), "take_over_from_mm2: MirrorMaker 2 left no offsets; nothing seeded")
             }
-            takeover::Outcome::Seeded(n) => {
-                tracing::info!(flow = %name, partitions = n, "took over from MirrorMaker 2: progress seeded from its offsets");
+            takeover::Outcome::Seeded(seeded) => {
+                tracing::info!(flow = %name, partitions = seeded.stored, "took over from MirrorMaker 2: progress seeded from its offsets");
+                for ((topic, partition), at, why) in &seeded.refused {
+                    tracing::warn!(flow = %name, %topic, partition, offset = at, reason = %why, "take_over_from_mm2: Kafka refused to seed this partition's progress; it starts as the flow's start_offset says");
+                    telemetry.note_error(
+                        "take over from MirrorMaker 2",
+                        "seed",
+                        &format!("{topic} partition {partition} not seeded: {why}"),
+                    );
+                }
             }
         }
     }

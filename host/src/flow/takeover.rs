@@ -223,23 +223,46 @@ pub async fn stored_progress(
         .collect())
 }
 
-/// Commits the seeds of `takeover` as `group`'s progress on `source`.
+/// What committing a takeover's seeds stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Seeded {
+    /// How many partitions were seeded.
+    pub stored: usize,
+    /// The partitions Kafka refused to seed (no READ on the topic, a topic deleted
+    /// meanwhile), each with its seed and why.
+    pub refused: Vec<(Tp, i64, String)>,
+}
+
+/// Commits the seeds of `takeover` as `group`'s progress on `source`. A commit Kafka
+/// refused as a whole is an error; one it refused for some partitions seeds the others and
+/// names those.
 pub async fn apply(
     source: &Cluster,
     group: &str,
     takeover: &Takeover,
-) -> Result<usize, KafkaError> {
+) -> Result<Seeded, KafkaError> {
     let offsets: Vec<(String, i32, i64)> = takeover
         .seeds
         .iter()
         .map(|s| (s.tp.0.clone(), s.tp.1, s.next))
         .collect();
     if offsets.is_empty() {
-        return Ok(0);
+        return Ok(Seeded::default());
     }
     let client = source.group_client(group)?;
-    source.commit(&client, group, &offsets).await?;
-    Ok(offsets.len())
+    let outcome = source.commit(&client, group, &offsets).await?;
+    if outcome.stored() == 0
+        && let Some(why) = &outcome.error
+    {
+        return Err(source.error(format!("commit offsets of group {group}"), why));
+    }
+    Ok(Seeded {
+        stored: outcome.stored(),
+        refused: outcome
+            .refused()
+            .map(|(t, p, at, why)| ((t.clone(), *p), *at, why.clone().unwrap_or_default()))
+            .collect(),
+    })
 }
 
 /// Reads MM2's offsets and the flow's progress, and plans the takeover.
@@ -263,14 +286,14 @@ pub async fn prepare(
 }
 
 /// What a daemon's takeover at a flow's start did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// The flow had progress for a partition MM2 mirrored: nothing was seeded.
     HasProgress,
     /// MM2 left no offsets for this source.
     NothingLeft,
-    /// Progress was seeded for this many partitions.
-    Seeded(usize),
+    /// Progress was seeded (for some partitions, perhaps not all).
+    Seeded(Seeded),
 }
 
 /// Plans and applies a takeover, unforced. A commit refused because another instance of

@@ -4,7 +4,7 @@
 
 use super::{Cluster, KafkaError, REQUEST_TIMEOUT, TopicPartitions};
 use rdkafka::admin::{AdminOptions, NewPartitions, NewTopic, TopicReplication};
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use std::sync::Arc;
@@ -423,14 +423,14 @@ impl Cluster {
             .collect())
     }
 
-    /// Commits `offsets` (topic, partition, offset) for `group`. Kafka refuses it while the
-    /// group has members.
+    /// Commits `offsets` (topic, partition, offset) for `group`; which partitions Kafka
+    /// stored, and why not the others. Kafka refuses it while the group has members.
     pub async fn commit(
         &self,
         client: &Arc<BaseConsumer>,
         group: &str,
         offsets: &[(String, i32, i64)],
-    ) -> Result<(), KafkaError> {
+    ) -> Result<super::commit::CommitOutcome, KafkaError> {
         let mut tpl = TopicPartitionList::new();
         for (t, p, o) in offsets {
             tpl.add_partition_offset(t, *p, Offset::Offset(*o))
@@ -438,9 +438,8 @@ impl Cluster {
         }
         let client = client.clone();
         let op = || format!("commit offsets of group {group}");
-        tokio::task::spawn_blocking(move || client.commit(&tpl, CommitMode::Sync))
+        tokio::task::spawn_blocking(move || super::commit::commit_sync(&client, &tpl))
             .await
-            .map_err(|e| self.error(op(), e))?
             .map_err(|e| self.error(op(), e))
     }
 }

@@ -5,6 +5,7 @@
 //! - this module: [`ClusterSettings`], [`Cluster`] and [`KafkaError`];
 //! - [`clients`]: producers and consumers with kmirror's guarantees;
 //! - [`admin`]: topics, partitions, configs, consumer groups and their offsets;
+//! - [`commit`]: synchronous commits that say which partitions Kafka stored;
 //! - [`groups`]: committed offsets of many groups at once, from the one admin client;
 //! - [`acls`]: topic ACL bindings (describe, create, delete), from the one admin client;
 //! - [`internal`]: writing to and reading back the single-partition internal topics
@@ -15,6 +16,7 @@ pub mod acls;
 pub mod admin;
 pub mod assignment;
 pub mod clients;
+pub mod commit;
 pub mod configs;
 mod connection;
 mod describe;

@@ -892,6 +892,14 @@ pub fn group_members(addr: &str, group: &str) -> Vec<String> {
         .collect()
 }
 
+/// The key MirrorMaker 2's source connector gives a partition's position in Connect's
+/// offsets topic (`mm2-offsets.<source>.internal`), for source cluster `primary`.
+pub fn mm2_offsets_key(topic: &str, partition: i32) -> String {
+    format!(
+        r#"["MirrorSourceConnector",{{"cluster":"primary","partition":{partition},"topic":"{topic}"}}]"#
+    )
+}
+
 /// Commits `offsets` (partition, offset) of `topic` for `group`.
 pub fn commit(addr: &str, group: &str, topic: &str, offsets: &[(i32, i64)]) {
     let mut tpl = TopicPartitionList::new();

@@ -7,7 +7,7 @@
 use rdkafka::ClientContext;
 use rdkafka::TopicPartitionList;
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
-use rdkafka::error::{KafkaResult, RDKafkaErrorCode};
+use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::ProducerContext;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -93,14 +93,7 @@ impl ProducerContext for Deliveries {
     }
 }
 
-/// The outcome of an asynchronous commit.
-#[derive(Debug, Clone)]
-pub struct CommitOutcome {
-    /// The error of the whole request, if any.
-    pub error: Option<String>,
-    /// (topic, partition, offset, error) of each partition.
-    pub partitions: Vec<(String, i32, i64, Option<String>)>,
-}
+pub use crate::kafka::commit::CommitOutcome;
 
 /// What a group member's rebalances are handed to.
 pub trait Rebalancing: Sized + Send + Sync + 'static {
@@ -198,21 +191,8 @@ impl<H> Membership<H> {
         &self.committing
     }
 
-    /// Records the outcome of a synchronous commit of `offsets` (a failure of the request
-    /// fails every partition in it).
-    pub fn record_commit(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
-        let outcome = CommitOutcome {
-            error: result.err().map(|e| e.to_string()),
-            partitions: offsets
-                .elements()
-                .iter()
-                .map(|e| {
-                    let offset = e.offset().to_raw().unwrap_or(-1);
-                    let error = e.error().err().map(|e| e.to_string());
-                    (e.topic().to_string(), e.partition(), offset, error)
-                })
-                .collect(),
-        };
+    /// Records the outcome of a synchronous commit ([`crate::kafka::commit::commit_sync`]).
+    pub fn record_commit(&self, outcome: CommitOutcome) {
         self.commits
             .lock()
             .unwrap_or_else(|e| e.into_inner())

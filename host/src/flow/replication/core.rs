@@ -535,8 +535,9 @@ impl Core {
         for o in outcomes {
             let mut failure = o.error.clone();
             for (t, p, at, error) in &o.partitions {
-                let stored = o.error.is_none() && error.is_none();
-                self.book.commit_result(t, *p, *at, stored);
+                // A partition's own outcome decides: a request that failed in part stored
+                // the others (`kafka::commit`).
+                self.book.commit_result(t, *p, *at, error.is_none());
                 if failure.is_none() {
                     failure.clone_from(error);
                 }

@@ -5,7 +5,8 @@
 use super::core::{Core, Member, offsets_tpl, pairs};
 use super::worker::log_bounds;
 use crate::kafka::clients::{cached_watermarks, group_generation};
-use rdkafka::consumer::{CommitMode, Consumer};
+use crate::kafka::commit::commit_sync;
+use rdkafka::consumer::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
 use std::time::{Duration, Instant};
 
@@ -170,9 +171,9 @@ impl Core {
             let commits = self.book.take_commits_of(&keys);
             if !commits.is_empty() {
                 let tpl = offsets_tpl(&commits);
-                let result = consumer.commit(&tpl, CommitMode::Sync);
-                tracing::debug!(flow = %self.settings.flow, result = ?result, offsets = ?tpl, "revoked partitions' progress committed");
-                consumer.context().record_commit(result, &tpl);
+                let outcome = commit_sync(consumer, &tpl);
+                tracing::debug!(flow = %self.settings.flow, outcome = ?outcome, "revoked partitions' progress committed");
+                consumer.context().record_commit(outcome);
                 // Recorded before the partitions go, so the outcome still finds them.
                 self.committed(consumer.context().take_commits());
             }

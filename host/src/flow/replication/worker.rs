@@ -22,8 +22,9 @@ use crate::flow::offset_syncs::sender::SyncSender;
 use crate::flow::telemetry::FlowTelemetry;
 use crate::kafka::Cluster;
 use crate::kafka::clients::{group_generation, headers_of};
+use crate::kafka::commit::commit_sync;
 use crate::policy::{ChainLink, RecordIn};
-use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -107,8 +108,8 @@ impl Committer {
             .name(format!("kmirror-commit-{flow}"))
             .spawn(move || {
                 while let Ok(tpl) = rx.recv() {
-                    let result = member.commit(&tpl, CommitMode::Sync);
-                    member.context().record_commit(result, &tpl);
+                    let outcome = commit_sync(&member, &tpl);
+                    member.context().record_commit(outcome);
                     member.context().committing().set(false);
                 }
             });
@@ -841,9 +842,9 @@ fn commit_after_rejoining(
     while Instant::now() < deadline {
         let _ = consumer.poll(Duration::from_millis(100));
         attempts += 1;
-        let result = consumer.commit(tpl, CommitMode::Sync);
-        let stored = result.is_ok();
-        consumer.context().record_commit(result, tpl);
+        let outcome = commit_sync(consumer, tpl);
+        let stored = outcome.error.is_none();
+        consumer.context().record_commit(outcome);
         core.lock().committed(consumer.context().take_commits());
         if stored {
             tracing::info!(generation = ?group_generation(consumer), attempts, partitions = tpl.count(), "stored the last progress after rejoining the group");
