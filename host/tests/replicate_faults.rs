@@ -1407,3 +1407,101 @@ async fn pause_stops_a_partition_that_lost_records_at_the_source() {
     let committed = committed_progress(&source.bootstrap_servers());
     assert_eq!(committed.get(&0), Some(&5), "{committed:?}");
 }
+
+/// Issue 34 item 4: an exactly-once shard abandoned (its assignment lost) while its
+/// producer queue is full and the target is away serves no delivery report any more, so the
+/// queue never drains: the shard must end instead of retrying the send for the life of the
+/// process.
+#[test]
+fn an_abandoned_exactly_once_shard_with_a_full_queue_ends() {
+    use kmirror::config::{OnSourceTruncation, OnUnproducible as OnFailure};
+    use kmirror::flow::exactly_once::shard::{self, ShardContext, ShardSettings, stop};
+    use std::sync::atomic::{AtomicU8, Ordering};
+    logs();
+    let (source, target) = mocks();
+    let telemetry = Arc::new(FlowTelemetry::new("primary->backup"));
+    let routes: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
+    let (_routes_tx, routes_rx) = watch::channel(routes);
+    let stop_flag = Arc::new(AtomicU8::new(stop::RUN));
+    let ctx = ShardContext {
+        source: cluster("primary", source.bootstrap_servers()),
+        // A queue of 1 KiB: a few records fill it.
+        target: cluster_with(
+            "backup",
+            target.bootstrap_servers(),
+            &[("queue.buffering.max.kbytes", "1")],
+        ),
+        syncs_cluster: None,
+        flow: "primary->backup".into(),
+        shard: 0,
+        shards: 1,
+        transactional_id: "kmirror-test-shard-0".into(),
+        progress_group: "kmirror.primary.backup".into(),
+        syncs_topic: SYNCS.into(),
+        generation: 1,
+        settings: ShardSettings {
+            transaction_interval: Duration::from_millis(200),
+            max_records: 10_000,
+            max_bytes: 1 << 20,
+            start_offset: StartOffset::Earliest,
+            on_unproducible: OnFailure::Pause,
+            on_transform_error: OnFailure::Pause,
+            on_source_truncation: OnSourceTruncation::Continue,
+            retry_paused_every: Duration::from_secs(5),
+            offset_lag_max: 100,
+            flush_interval: Duration::from_millis(200),
+        },
+        routes: routes_rx,
+        stop: stop_flag.clone(),
+        telemetry: telemetry.clone(),
+        roles: None,
+        session: 1,
+    };
+    let thread = std::thread::spawn(move || shard::run(ctx));
+    // The shard runs (its transactions initialised, its partitions read): its status is up.
+    let up = holds_within(Duration::from_secs(30), || {
+        telemetry
+            .status()
+            .members
+            .get(&0)
+            .is_some_and(|m| m.partitions.values().map(|p| p.len()).sum::<usize>() == 2)
+    });
+    assert!(up, "the shard never started");
+    target.broker_down(1).expect("down");
+    produce_keyed(&source.bootstrap_servers(), "orders", 2, 0..400, 200);
+    // Records the target never acks: the shard waits for room in its queue (and keeps its
+    // status current meanwhile).
+    let stuck = holds_within(Duration::from_secs(30), || {
+        telemetry.status().members.get(&0).is_some_and(|m| {
+            m.partitions
+                .values()
+                .flat_map(|p| p.values())
+                .map(|p| p.in_flight)
+                .sum::<usize>()
+                > 0
+        })
+    });
+    assert!(stuck, "the shard never filled its queue");
+    assert!(
+        !thread.is_finished(),
+        "still running before it is abandoned"
+    );
+    stop_flag.store(stop::ABANDON, Ordering::Release);
+    let ended = holds_within(Duration::from_secs(20), || thread.is_finished());
+    assert!(ended, "an abandoned shard with a full queue never ended");
+    let result = thread.join().expect("the shard panicked");
+    assert!(result.is_ok(), "abandoned, not failed: {result:?}");
+    target.broker_up(1).expect("up");
+}
+
+/// Polls `cond` every 50 ms until it holds or `timeout` passes; whether it held.
+fn holds_within(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cond()
+}

@@ -195,6 +195,8 @@ struct Shard {
     dropped: u64,
     /// Offset syncs written inside the transaction being committed.
     staged: Vec<SyncRecord>,
+    /// When the shard's status was last published.
+    published: Instant,
 }
 
 /// Runs the shard until asked to stop (`Ok`), or until a transactional call fails for good.
@@ -284,6 +286,7 @@ impl Shard {
             rewound: Vec::new(),
             dropped: 0,
             staged: Vec::new(),
+            published: Instant::now(),
         };
         Ok((shard, source))
     }
@@ -349,6 +352,7 @@ impl Shard {
                 self.retry_stopped(src, now)?;
                 self.syncs.flush_delayed();
                 self.publish_status(src);
+                self.published = now;
             }
         }
     }
@@ -578,7 +582,7 @@ impl Shard {
                         && self.producer.in_flight_count().max(0) as usize * size.max(100)
                             >= UNACKED_BYTES
                     {
-                        self.wait_for_room();
+                        self.wait_for_room(src);
                     }
                     match self.producer.send(record) {
                         Ok(()) => {
@@ -615,7 +619,7 @@ impl Shard {
                                     // Full: wait until a quarter of the queue is acked
                                     // (not one send attempt per report).
                                     record = back;
-                                    self.wait_for_room();
+                                    self.wait_for_room(src);
                                     continue;
                                 }
                                 Failure::Transient(why) => {
@@ -752,7 +756,7 @@ impl Shard {
 
     /// Writes the offset syncs of the transaction about to commit (its acked records', and
     /// any queued earlier) inside it, when the syncs topic is on the target.
-    fn write_syncs(&mut self) -> Result<(), ShardError> {
+    fn write_syncs(&mut self, src: &Source) -> Result<(), ShardError> {
         if self.ctx.syncs_cluster.is_some() {
             return Ok(());
         }
@@ -785,7 +789,7 @@ impl Shard {
                         if e.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) =>
                     {
                         record = back;
-                        self.wait_for_room();
+                        self.wait_for_room(src);
                     }
                     Err((e, _)) => {
                         // The transaction is aborted (its syncs with it).
@@ -844,8 +848,9 @@ impl Shard {
     }
 
     /// Serves delivery reports until a quarter of what the producer holds is acked (or a
-    /// report failed: the transaction is to be aborted).
-    fn wait_for_room(&mut self) {
+    /// report failed: the transaction is to be aborted). The status stays current meanwhile
+    /// (a target away holds the shard here).
+    fn wait_for_room(&mut self, src: &Source) {
         let held = self.producer.in_flight_count();
         let deadline = Instant::now() + TXN_CALL;
         while self.producer.in_flight_count() > held - held / 4
@@ -854,6 +859,10 @@ impl Shard {
             && Instant::now() < deadline
         {
             self.serve_deliveries(Duration::from_millis(10));
+            if self.published.elapsed() >= self.ctx.settings.flush_interval {
+                self.publish_status(src);
+                self.published = Instant::now();
+            }
         }
     }
 
@@ -920,7 +929,7 @@ impl Shard {
             }
             return Ok(());
         }
-        self.write_syncs()?;
+        self.write_syncs(src)?;
         let positions = self.ledger.positions();
         if !positions.is_empty() {
             let mut tpl = TopicPartitionList::new();
