@@ -12,7 +12,9 @@
 //!   two transactions translates to the first record after the marker;
 //! - a record the target will not take stops only its partition (its progress stays at it);
 //! - a flow switched from at-least-once goes on from the source group's progress;
-//! - a topic created while the flow runs joins its shards and is mirrored exactly once.
+//! - a topic created while the flow runs joins its shards and is mirrored exactly once;
+//! - the shards topic grown under a running instance: it follows the new count, and with a
+//!   second instance started after the change nothing is lost or duplicated.
 //!
 //! Not tested here: a source producer that aborts transactions. Both this Tansu build and
 //! librdkafka's mock cluster send an empty aborted-transactions list in every Fetch
@@ -320,6 +322,66 @@ fn a_paused_instance_whose_shards_moved_is_fenced_and_duplicates_nothing() {
         "duplicates after the stops"
     );
     assert_eq!(total.open_records, 0, "{total:?}");
+}
+
+/// Issue 34 item 7: the shards topic grown while an instance runs. Every partition's shard
+/// depends on the count, so an instance started before the change and one started after
+/// must agree on it, or a partition has two writers (two transactional ids, neither fencing
+/// the other) and another none. Before the fix the first instance kept the count it read
+/// at its start.
+#[test]
+fn a_grown_shards_topic_is_followed_by_the_instances_started_before() {
+    let (primary, backup) = Broker::pair();
+    let src = Client::new(&primary.addr);
+    // Twelve partitions: every residue of a topic's partitions modulo 2 x 3 shards.
+    src.create_topic("spread", 12);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (status_a, status_b) = (free_addr(), free_addr());
+    let flow = "session_timeout = \"6s\"\nshutdown_timeout = \"5s\"\nexactly_once = true\ntransaction_interval = \"300ms\"\nexactly_once_shards = 2";
+    let cfg_a = with_status(dir.path(), &primary.addr, &backup.addr, &status_a, flow);
+    let text = std::fs::read_to_string(&cfg_a).expect("config");
+    let cfg_b = dir.path().join("b.toml");
+    std::fs::write(&cfg_b, text.replace(&status_a, &status_b)).expect("config");
+    src.produce_ids("spread", 12, 0, 600);
+    src.flush();
+    let mut a = Kmirror::start(&cfg_a, &dir.path().join("a.log"));
+    let (missing, duplicated, _) = tally_committed(&backup.addr, "primary.spread", 12, 600);
+    assert_eq!((missing, duplicated), (0, 0), "A:\n{}", a.logs());
+    // An operator grows the shards topic (or it is recreated with another count).
+    Client::new(&backup.addr).grow("kmirror-shards.primary.internal", 3);
+    wait_for("A follows the new shard count", T, || {
+        a.logs()
+            .contains("the shards topic's partition count changed")
+            .then_some(())
+    });
+    // A second instance, started after the change, shares the shards with A.
+    let mut b = Kmirror::start(&cfg_b, &dir.path().join("b.log"));
+    let owns = |status: &str| -> Option<usize> {
+        let s = http_get(status, "/status")?.1;
+        Some(s["flows"][0]["partitions"].as_object().map_or(0, |t| {
+            t.values()
+                .map(|p| p.as_object().map_or(0, |p| p.len()))
+                .sum()
+        }))
+    };
+    wait_for("both instances mirror some partitions", T, || {
+        (owns(&status_a)? > 0 && owns(&status_b)? > 0).then_some(())
+    });
+    src.produce_ids("spread", 12, 600, 1800);
+    src.flush();
+    let (missing, duplicated, _) = tally_committed(&backup.addr, "primary.spread", 12, 1800);
+    eprintln!(
+        "FIGURES exactly-once, shards topic grown 2 -> 3 under an instance started before: missing {missing}, duplicated {duplicated}"
+    );
+    assert_eq!(
+        (missing, duplicated),
+        (0, 0),
+        "A:\n{}\nB:\n{}",
+        a.logs(),
+        b.logs()
+    );
+    assert_eq!(b.stop(), Some(0));
+    assert_eq!(a.stop(), Some(0));
 }
 
 #[test]

@@ -137,6 +137,20 @@ async fn ensure_shards_topic(
     }
 }
 
+/// The shards topic's partition count, as the cluster has it now.
+fn shard_count<C: ConsumerContext>(member: &BaseConsumer<C>, topic: &str) -> Result<u32, String> {
+    let metadata = member
+        .fetch_metadata(Some(topic), Duration::from_secs(5))
+        .map_err(|e| format!("{topic}: {e}"))?;
+    match metadata.topics().iter().find(|t| t.name() == topic) {
+        Some(t) if t.error().is_none() && !t.partitions().is_empty() => {
+            Ok(t.partitions().len() as u32)
+        }
+        Some(t) => Err(format!("{topic}: {:?}", t.error())),
+        None => Err(format!("{topic}: not in the metadata")),
+    }
+}
+
 /// A running shard.
 struct Running {
     stop: Arc<AtomicU8>,
@@ -242,7 +256,7 @@ impl ConsumerContext for ShardsGroup {
     }
 }
 
-fn supervise(ctx: ExactlyOnceContext, topic: String, shutdown: CancellationToken) {
+fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationToken) {
     let shared = Arc::new(Shared::default());
     let session = ctx.session_timeout.as_millis().max(1000);
     let (session_ms, heartbeat_ms) = (session.to_string(), (session / 3).to_string());
@@ -260,6 +274,10 @@ fn supervise(ctx: ExactlyOnceContext, topic: String, shutdown: CancellationToken
             ("heartbeat.interval.ms", heartbeat_ms.as_str()),
             ("max.poll.interval.ms", max_poll_ms.as_str()),
             ("allow.auto.create.topics", "false"),
+            // The shards topic's partition count is checked this often (librdkafka's
+            // default, five minutes, would leave a grown count unnoticed that long): a
+            // change makes the group rebalance, and every instance reads the new count.
+            ("topic.metadata.refresh.interval.ms", "5000"),
         ],
         context,
     );
@@ -280,6 +298,9 @@ fn supervise(ctx: ExactlyOnceContext, topic: String, shutdown: CancellationToken
     }
     tracing::info!(flow = %ctx.flow, group, topic, shards = ctx.shards, "exactly-once: joining the shards group");
     let mut failed_at: BTreeMap<u32, Instant> = BTreeMap::new();
+    // The generation whose shard count was read: the count is read again at every new
+    // assignment, before any shard of it starts.
+    let mut counted: Option<i32> = None;
     while !shutdown.is_cancelled() {
         // Serves the group (rebalances run in here); the topic is never read.
         if let Some(Err(e)) = member.poll(Duration::from_millis(100)) {
@@ -290,6 +311,40 @@ fn supervise(ctx: ExactlyOnceContext, topic: String, shutdown: CancellationToken
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        if !assigned.is_empty() && counted != Some(generation) {
+            // The shards topic grown or recreated with another count maps partitions to
+            // other shards: every instance must use the count the group's assignment was
+            // made from, or one partition would have two writers (two transactional ids,
+            // neither fencing the other). The group rebalances when the count changes and
+            // every member's shards stop (committed) before it (eager assignment), so
+            // reading it here, before any shard of the new generation starts, is enough.
+            match shard_count(&member, &topic) {
+                Ok(n) => {
+                    if n != ctx.shards {
+                        tracing::warn!(flow = %ctx.flow, topic, was = ctx.shards, shards = n, "the shards topic's partition count changed: the flow's partitions are spread over {n} shards from now on (every instance follows at the group's rebalance)");
+                        let running: Vec<u32> = shared
+                            .running
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .keys()
+                            .copied()
+                            .collect();
+                        shared.stop(&running, false, Instant::now() + ctx.drain_timeout);
+                        ctx.shards = n;
+                    }
+                    counted = Some(generation);
+                }
+                Err(why) => {
+                    // No shard starts on a count not known to be current.
+                    ctx.telemetry.note_error(
+                        "read the shards topic's partition count",
+                        "kafka",
+                        &why,
+                    );
+                    continue;
+                }
+            }
+        }
         let mut running = shared.running.lock().unwrap_or_else(|e| e.into_inner());
         // Shards that ended by themselves (an error: fenced, a client failure).
         let ended: Vec<u32> = running
