@@ -12,6 +12,7 @@
 //!   two transactions translates to the first record after the marker;
 //! - a record the target will not take stops only its partition (its progress stays at it);
 //! - a flow switched from at-least-once goes on from the source group's progress;
+//! - instances of both delivery modes never mirror at once: the newcomer waits;
 //! - a topic created while the flow runs joins its shards and is mirrored exactly once;
 //! - the shards topic grown under a running instance: it follows the new count, and with a
 //!   second instance started after the change nothing is lost or duplicated.
@@ -605,6 +606,83 @@ fn a_flow_switched_back_to_exactly_once_does_not_mirror_the_at_least_once_period
     let (missing, duplicated, _) = tally_committed(&backup.addr, "primary.switch", 2, 600);
     assert_eq!((missing, duplicated), (0, 0), "log:\n{}", k.logs());
     assert_eq!(k.stop(), Some(0));
+}
+
+/// Issue 34 item 3: instances of one flow in both delivery modes. A rolling update that
+/// turns exactly-once on starts an exactly-once instance beside at-least-once ones: it waits
+/// until they stopped (before the fix both ran, and 25,087 of 73,650 records were
+/// duplicated on the target); an at-least-once instance started beside exactly-once ones
+/// waits likewise. Nothing is lost or duplicated across both switches.
+#[test]
+fn instances_of_both_delivery_modes_never_mirror_at_once() {
+    let (primary, backup) = Broker::pair();
+    let src = Client::new(&primary.addr);
+    src.create_topic("shared", 2);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (status_a, status_b) = (free_addr(), free_addr());
+    let alo_text = std::fs::read_to_string(at_least_once_config(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        &status_a,
+    ))
+    .expect("config");
+    let alo = dir.path().join("alo.toml");
+    std::fs::write(&alo, alo_text).expect("config");
+    let eos = config(dir.path(), &primary.addr, &backup.addr, &status_b, "300ms");
+    let mut feeder = Feeder::start(&primary.addr, "shared", 2, 500);
+    let mut a = Kmirror::start(&alo, &dir.path().join("alo-1.log"));
+    first_commit(&status_a, &a);
+    // Exactly-once turned on, one instance first: it waits.
+    let mut b = Kmirror::start(&eos, &dir.path().join("eos.log"));
+    wait_for("the exactly-once instance waits", T, || {
+        b.logs()
+            .contains("at-least-once instances of this flow run")
+            .then_some(())
+    });
+    let before = mirrored_by(&status_a).unwrap_or(0);
+    wait_for("at-least-once mirrors on meanwhile", T, || {
+        (mirrored_by(&status_a)? >= before + 500).then_some(())
+    });
+    assert_eq!(
+        mirrored_by(&status_b).unwrap_or(0),
+        0,
+        "the waiting instance mirrored; log:\n{}",
+        b.logs()
+    );
+    // The last at-least-once instance stops: exactly-once starts where it got.
+    assert_eq!(a.stop(), Some(0), "log:\n{}", a.logs());
+    first_commit(&status_b, &b);
+    // An at-least-once instance started beside it (a rollback half done) waits too.
+    let mut a = Kmirror::start(&alo, &dir.path().join("alo-2.log"));
+    wait_for("the at-least-once instance waits", T, || {
+        a.logs()
+            .contains("exactly-once instances of this flow run")
+            .then_some(())
+    });
+    let before = mirrored_by(&status_b).unwrap_or(0);
+    wait_for("exactly-once mirrors on meanwhile", T, || {
+        (mirrored_by(&status_b)? >= before + 500).then_some(())
+    });
+    assert_eq!(
+        mirrored_by(&status_a).unwrap_or(0),
+        0,
+        "the waiting instance mirrored; log:\n{}",
+        a.logs()
+    );
+    assert_eq!(a.stop(), Some(0), "a waiting instance stops cleanly");
+    let produced = feeder.stop();
+    let (missing, duplicated, _) = tally_committed(&backup.addr, "primary.shared", 2, produced);
+    eprintln!(
+        "FIGURES both delivery modes started side by side: produced {produced}, missing {missing}, duplicated {duplicated}"
+    );
+    assert_eq!(
+        (missing, duplicated),
+        (0, 0),
+        "exactly-once log:\n{}",
+        b.logs()
+    );
+    assert_eq!(b.stop(), Some(0));
 }
 
 /// A topic created while an exactly-once flow runs joins the shards (their partitions

@@ -83,6 +83,15 @@ pub enum FlowError {
         /// What happened.
         message: String,
     },
+    /// Instances of the flow in the other delivery mode (at-least-once, exactly-once) run:
+    /// both at once would mirror every record twice.
+    #[error("flow {flow}: {message}")]
+    ModeConflict {
+        /// The flow.
+        flow: String,
+        /// What runs, and what to do.
+        message: String,
+    },
     /// One of the flow's tasks panicked.
     #[error("flow {flow}: the {task} task failed: {message}")]
     Task {

@@ -212,6 +212,25 @@ pub async fn run(
         // to stop, before this instance joins the groups.
         fence_a_single_instance(&source, lease_names, fs.session_timeout, &telemetry, &stop).await;
     }
+    if !single {
+        // Never both delivery modes at once (issue 34 item 3): each record would be
+        // committed twice. An instance waits while the other mode's group has members — a
+        // rolling update that switches the mode mirrors again once the last instance of
+        // the old mode stopped.
+        let other = OtherMode::of(fs.exactly_once.is_some(), &source, &target, src, dst);
+        if !other.wait_until_gone(&name, &telemetry, &stop).await {
+            return finish(tasks, &name, &stop, &telemetry).await;
+        }
+        if fs.exactly_once.is_none() {
+            // Both started at the same moment: the exactly-once side goes on (its shards
+            // fence each other; at-least-once progress is taken over where it is larger).
+            let watched = other.clone();
+            let (flow, stopping, t) = (name.clone(), stop.clone(), telemetry.clone());
+            tasks.spawn_fallible("delivery mode watch", &stop, async move {
+                watched.refuse_while_running(&flow, &t, &stopping).await
+            });
+        }
+    }
     if let Some(eos) = fs.exactly_once {
         // Exactly-once: the shards of the flow, shared through a group on the target.
         let ctx = exactly_once::ExactlyOnceContext {
@@ -353,6 +372,123 @@ async fn finish(
 /// lease topic says a single instance holds the lease (or cannot tell), the lease is taken
 /// — fencing that instance — and let go once it has had its lease's time to stop. Another
 /// instance doing the same at once fences this one's take: it waits the lease all the same.
+/// The flow's instances in the other delivery mode, seen through their group: the
+/// at-least-once replicators' group on the source, or the exactly-once shards' group on the
+/// target.
+#[derive(Clone)]
+struct OtherMode {
+    cluster: Cluster,
+    group: String,
+    mode: &'static str,
+}
+
+impl OtherMode {
+    /// The other mode of an instance that runs exactly once (`exactly_once`) or not.
+    fn of(exactly_once: bool, source: &Cluster, target: &Cluster, src: &str, dst: &str) -> Self {
+        if exactly_once {
+            OtherMode {
+                cluster: source.clone(),
+                group: progress_group(src, dst),
+                mode: "at-least-once",
+            }
+        } else {
+            OtherMode {
+                cluster: target.clone(),
+                group: exactly_once::shards::shards_group(src, dst),
+                mode: "exactly-once",
+            }
+        }
+    }
+
+    /// How many members the other mode's group has (`None`: it could not be read).
+    async fn members(&self, telemetry: &FlowTelemetry) -> Option<usize> {
+        match self.cluster.group(&self.group).await {
+            Ok(info) => Some(info.map_or(0, |i| i.members)),
+            Err(e) => {
+                telemetry.note_error("describe the flow's groups", "kafka", &e);
+                None
+            }
+        }
+    }
+
+    fn message(&self, members: usize) -> String {
+        format!(
+            "{} instances of this flow run (their group {} on cluster {} has {members} member(s)): both delivery modes at once would mirror every record twice",
+            self.mode, self.group, self.cluster.alias
+        )
+    }
+
+    /// Waits until the other mode's group is empty (checked every 2 s); `false` if the
+    /// flow was stopped meanwhile.
+    async fn wait_until_gone(
+        &self,
+        flow: &str,
+        telemetry: &FlowTelemetry,
+        stop: &CancellationToken,
+    ) -> bool {
+        let (mut waited, mut failed) = (false, 0);
+        loop {
+            match self.members(telemetry).await {
+                Some(0) => {
+                    if waited {
+                        tracing::info!(flow, group = %self.group, "the {} instances of this flow stopped: mirroring starts", self.mode);
+                    }
+                    return true;
+                }
+                Some(members) => {
+                    if !waited {
+                        tracing::warn!(flow, group = %self.group, members, "{}; this instance waits until they stop (a rolling update that switches the mode goes on once the last of them stopped)", self.message(members));
+                    }
+                    waited = true;
+                    telemetry.note_error(
+                        "wait for the other delivery mode's instances to stop",
+                        "mode",
+                        &self.message(members),
+                    );
+                }
+                None if failed < 2 => failed += 1,
+                None => {
+                    // Not allowed to describe it, or the cluster does not serve it: the
+                    // check cannot be made, and it never keeps a flow from running.
+                    tracing::warn!(flow, group = %self.group, "cannot tell whether {} instances of this flow run (their group could not be described; see the flow's last error): going on", self.mode);
+                    return true;
+                }
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return false,
+                _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+            }
+        }
+    }
+
+    /// Fails the flow if the other mode's group gains members while this one runs
+    /// (checked every 5 s): instances of both modes started at the same moment.
+    async fn refuse_while_running(
+        &self,
+        flow: &str,
+        telemetry: &FlowTelemetry,
+        stop: &CancellationToken,
+    ) -> Result<(), FlowError> {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+            }
+            if let Some(members) = self.members(telemetry).await
+                && members > 0
+            {
+                return Err(FlowError::ModeConflict {
+                    flow: flow.to_string(),
+                    message: format!(
+                        "{}; this at-least-once instance stops (started again, it waits until they stop)",
+                        self.message(members)
+                    ),
+                });
+            }
+        }
+    }
+}
+
 async fn fence_a_single_instance(
     source: &Cluster,
     names: (&str, &str, &str),
