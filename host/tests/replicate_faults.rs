@@ -1150,8 +1150,8 @@ async fn a_paused_partition_assigned_again_fetches_again() {
 }
 
 /// The built-in roles with `test_bad_transform.wasm` (trapping on the record `id-1000`, the
-/// 501st of partition 0) as the record-transform chain.
-fn trapping_chain() -> replication::ChainSource {
+/// 501st of partition 0) as the record-transform chain, failures handled as `on_error` says.
+fn trapping_chain(on_error: OnUnproducible) -> replication::ChainSource {
     use kmirror::plugin::{Plugin, PluginHost, PluginSource};
     use kmirror::policy::{ChainLink, Config};
     let host = PluginHost::new(Default::default(), None).expect("host");
@@ -1182,7 +1182,10 @@ fn trapping_chain() -> replication::ChainSource {
             transform: plugin.record_transform(&config).expect("configured"),
         }],
     });
-    Arc::new(move || roles.clone())
+    Arc::new(move || replication::Chain {
+        roles: roles.clone(),
+        on_error,
+    })
 }
 
 /// A transform that traps on one record: with `pause` its partition stops exactly there
@@ -1207,7 +1210,7 @@ async fn a_transform_failing_on_a_record_pauses_its_partition_there_or_skips_it(
             settings,
             &[],
             routes,
-            Some(trapping_chain()),
+            Some(trapping_chain(on_error)),
         );
         let skip = on_error == OnUnproducible::Skip;
         let t = target.bootstrap_servers();

@@ -5,7 +5,9 @@
 //! its slot's configuration, swapped in when it passes). And checkpoints stay exact around
 //! records a transform dropped: a group positioned before, inside and right after a
 //! dropped stretch translates to exactly the next record on the target, and `offsets
-//! translate` agrees. Records are checked with a client that is not kmirror's.
+//! translate` agrees. A chain added by a reload holds for every record produced once the
+//! reload is reported, on every partition, without a restart of the flow. Records are
+//! checked with a client that is not kmirror's.
 
 mod support;
 
@@ -202,6 +204,114 @@ fn a_chain_added_to_a_running_daemon_drops_internal_records_and_masks_fields() {
         .collect();
     assert_eq!(last.len(), 2, "{last:?}\nlog:\n{}", k.logs());
     assert!(last.iter().all(|id| id % 2 == 1), "{last:?}");
+}
+
+/// Issue 34 item 13: a chain added by a reload is a privacy control, so it must hold for
+/// every record produced once the reload is reported, on every partition. Before, adding
+/// a chain restarted the flow, its tasks left one at a time, and the last one mirrored the
+/// departed task's partition with the old configuration for seconds: 50 of 50 records
+/// produced 6 s after "configuration reloaded" reached the target unmasked. The chain now
+/// changes in place, between two batches, and the flow is not restarted.
+#[test]
+fn a_chain_added_by_a_reload_holds_for_every_record_produced_once_it_is_reported() {
+    let (primary, backup) = Broker::pair();
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("payments", 2);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = dir.path().join("plugins.d");
+    std::fs::create_dir(&plugins).unwrap();
+    let status_addr = free_addr();
+    // Two replication tasks, one partition each: the shape that restarted task by task.
+    let write = |extra: &str| {
+        config_file(
+            dir.path(),
+            &primary.addr,
+            &backup.addr,
+            &plugins,
+            Some(&status_addr),
+            &flow_table(
+                "primary",
+                "backup",
+                &format!("replication_tasks = 2\n{extra}"),
+            ),
+        )
+    };
+    let cfg = write("");
+    let k = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
+    for id in 0..10 {
+        payment(&src, id, None);
+    }
+    src.flush();
+    dst.read_all("primary.payments", 2, 10, T);
+    copy_plugin("drop_by_header.wasm", &plugins);
+    copy_plugin("json_mask.wasm", &plugins);
+    write(CHAIN);
+    k.hup();
+    // Records produced while the reload is under way, on both partitions, until it is
+    // reported: either chain may take them.
+    let mut id = 1000;
+    let reported = poll_until(T, || {
+        payment(&src, id, Some(id % 4 == 0));
+        src.flush();
+        id += 1;
+        k.logs().contains("configuration reloaded").then_some(())
+    });
+    assert!(reported.is_some(), "log:\n{}", k.logs());
+    let during = id - 1000;
+    // Once reported: every record, on both partitions, goes through the new chain.
+    let tagged = |id: usize| (id % 4 == 0).then_some(true);
+    for id in 5000..5100 {
+        payment(&src, id, tagged(id));
+    }
+    src.flush();
+    let kept_after = (5000..5100).filter(|id| tagged(*id).is_none()).count();
+    let all = dst.read_all("primary.payments", 2, 10 + during + kept_after, T);
+    let after: Vec<Value> = all
+        .iter()
+        .map(json)
+        .filter(|v| v["id"].as_u64().is_some_and(|id| id >= 5000))
+        .collect();
+    let unmasked = after.iter().filter(|v| v["email"] != "***").count();
+    let internal = after
+        .iter()
+        .filter(|v| v["id"].as_u64().is_some_and(|id| id % 4 == 0))
+        .count();
+    eprintln!(
+        "FIGURES records produced after the reload was reported: {} mirrored, {unmasked} unmasked, {internal} internal kept",
+        after.len()
+    );
+    assert_eq!(
+        (unmasked, internal),
+        (0, 0),
+        "records after the reload left untransformed; log:\n{}",
+        k.logs()
+    );
+    assert_eq!(after.len(), kept_after, "log:\n{}", k.logs());
+    for p in 0..2 {
+        assert!(
+            after
+                .iter()
+                .any(|v| v["id"].as_u64().is_some_and(|id| id % 2 == p)),
+            "partition {p} checked"
+        );
+    }
+    // Nothing of the reload window is lost: each record is there, or dropped as internal.
+    let seen: std::collections::BTreeSet<u64> =
+        all.iter().filter_map(|r| json(r)["id"].as_u64()).collect();
+    for id in 1000..1000 + during as u64 {
+        assert!(
+            seen.contains(&id) || id % 4 == 0,
+            "record {id} produced during the reload lost"
+        );
+    }
+    let log = k.logs();
+    assert!(log.contains("record transforms changed in place"), "{log}");
+    assert!(
+        !log.contains("stopping flow"),
+        "the flow was restarted: {log}"
+    );
+    let mut k = k;
+    assert_eq!(k.stop(), Some(0));
 }
 
 /// The test's flow: checkpoints every half second, offset syncs only where runs break.

@@ -52,11 +52,16 @@ impl SlotSources {
     /// Whether `other` names the same sources with the same configurations (component
     /// contents aside: a hot reload deals with those).
     pub fn same_slots(&self, other: &SlotSources) -> bool {
+        self.same_roles_but_transforms(other) && self.transforms == other.transforms
+    }
+
+    /// Whether `other` names the same sources with the same configurations for every role
+    /// but the record-transform chain.
+    pub fn same_roles_but_transforms(&self, other: &SlotSources) -> bool {
         Role::SLOTS
             .iter()
             .all(|r| self.source(*r) == other.source(*r))
             && self.configs == other.configs
-            && self.transforms == other.transforms
     }
 
     /// Whether any role comes from a component file.

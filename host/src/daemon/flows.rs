@@ -177,6 +177,43 @@ impl Flows {
         }
     }
 
+    /// Gives the running flow of `flow`'s name the record-transform chain and
+    /// `on_transform_error` of `flow` in place (a reload that changed only them): its tasks
+    /// apply them from their next batch. A flow waiting to restart takes `flow` when it
+    /// starts instead.
+    pub fn change_chain(&mut self, flow: ResolvedFlow) {
+        let name = flow.name.clone();
+        if let Some(next) = self.pending.get_mut(&name) {
+            *next = flow;
+            return;
+        }
+        let Some(r) = self.running.get_mut(&name) else {
+            self.start(flow);
+            return;
+        };
+        for (path, (sha, roles)) in &flow.slots.components {
+            if !r.hashes.contains_key(path) {
+                let stats = self.telemetry.plugins.entry(&path.display().to_string());
+                stats.loaded(sha, roles);
+                r.hashes.insert(path.clone(), sha.clone());
+            }
+        }
+        let names = supervisor::chain_names(&flow.roles.record_transforms);
+        r.plugins.replace_chain(
+            flow.roles.record_transforms.clone(),
+            flow.settings.on_transform_error,
+        );
+        r.telemetry.transforms_configured(&names);
+        tracing::info!(flow = %name, transforms = ?names, on_transform_error = ?flow.settings.on_transform_error,
+            "record transforms changed in place: every task applies them from its next batch");
+        r.flow = Arc::new(flow);
+    }
+
+    /// Whether a flow of `name` waits for its old version to stop before it starts.
+    pub fn is_pending(&self, name: &str) -> bool {
+        self.pending.contains_key(name)
+    }
+
     /// Records that content `sha256` of `path` now runs in the flow `name`.
     pub fn reloaded(&mut self, name: &str, path: PathBuf, sha256: String) {
         if let Some(r) = self.running.get_mut(name) {

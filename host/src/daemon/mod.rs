@@ -79,6 +79,9 @@ struct Daemon {
     seen: Option<plugins::Seen>,
     reloading: bool,
     reload_again: bool,
+    /// An applied reload that restarts flows: its summary and the flows it restarts. It is
+    /// reported once each of them stopped and started again.
+    restarting: Option<(String, Vec<String>)>,
     done_tx: mpsc::UnboundedSender<Done>,
 }
 
@@ -116,6 +119,7 @@ pub async fn run(
         seen: Some(plugins::Seen::default()),
         reloading: false,
         reload_again: false,
+        restarting: None,
         done_tx,
     };
     d.watch_dir(&config.plugins_dir);
@@ -150,6 +154,7 @@ pub async fn run(
                     d.flows.stop_all();
                     root.cancel();
                 }
+                d.restarted();
             }
             _ = tick.tick() => {
                 if stopping {
@@ -162,6 +167,7 @@ pub async fn run(
                     }
                 } else {
                     d.flows.abandon_overdue();
+                    d.restarted();
                 }
             }
             Some(paths) = changes.recv(), if !stopping => {
@@ -302,13 +308,47 @@ impl Daemon {
         for name in &plan.stop {
             self.flows.stop(name);
         }
+        for flow in plan.live {
+            self.flows.change_chain(flow);
+        }
+        let restarting: Vec<String> = plan.restart.iter().map(|f| f.name.clone()).collect();
         for flow in plan.restart {
             self.flows.restart(flow);
         }
         for flow in plan.start {
             self.flows.start(flow);
         }
+        if restarting.is_empty() {
+            tracing::info!(changes = %summary, "configuration reloaded");
+            self.telemetry.config_reloaded(true, &summary);
+        } else {
+            // The old flows mirror with the old configuration until they stopped: the
+            // reload is reported done only then.
+            tracing::info!(changes = %summary, "configuration reload accepted: restarting {} once the old flow(s) stopped", restarting.join(", "));
+            match &mut self.restarting {
+                // An earlier reload still restarting: both are reported together.
+                Some((earlier, names)) => {
+                    earlier.push_str("; then ");
+                    earlier.push_str(&summary);
+                    names.extend(restarting);
+                }
+                None => self.restarting = Some((summary, restarting)),
+            }
+            self.restarted();
+        }
+    }
+
+    /// Reports the reload that restarts flows once every one of them runs its new
+    /// configuration.
+    fn restarted(&mut self) {
+        let Some((summary, names)) = &self.restarting else {
+            return;
+        };
+        if names.iter().any(|n| self.flows.is_pending(n)) {
+            return;
+        }
         tracing::info!(changes = %summary, "configuration reloaded");
-        self.telemetry.config_reloaded(true, &summary);
+        self.telemetry.config_reloaded(true, summary);
+        self.restarting = None;
     }
 }

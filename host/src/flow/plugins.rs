@@ -7,9 +7,11 @@
 //! installs a new set atomically and bumps the generation, which tells discovery to drop
 //! its cached decisions. A call in flight finishes on the set it started with.
 
+use crate::config::OnUnproducible;
 use crate::config::{ResolvedFlow, SyncsLocation};
+use crate::flow::replication::Chain;
 use crate::kafka::{TopicConfigEntry, invalid_topic_name};
-use crate::policy::{FlowRoles, PluginError};
+use crate::policy::{ChainLink, FlowRoles, PluginError};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -47,6 +49,8 @@ pub type BatchRule<T> = fn(&FlowRoles, &FlowNames, &[String]) -> Result<T, Plugi
 /// The roles in force and how many times they were replaced.
 struct Live {
     roles: RwLock<Arc<FlowRoles>>,
+    /// `on_transform_error` in force (a config reload may change it with the chain).
+    on_transform_error: RwLock<OnUnproducible>,
     generation: AtomicU64,
     /// Held by discovery while it publishes a pass and by a reload while it reviews and
     /// installs new roles, so a review always sees what is mirrored.
@@ -76,6 +80,7 @@ impl FlowPlugins {
         FlowPlugins {
             live: Arc::new(Live {
                 roles: RwLock::new(Arc::new(roles)),
+                on_transform_error: RwLock::new(OnUnproducible::default()),
                 generation: AtomicU64::new(0),
                 publishing: Mutex::new(()),
             }),
@@ -91,12 +96,53 @@ impl FlowPlugins {
 
     /// The roles of a configured flow.
     pub fn for_flow(flow: &ResolvedFlow) -> Self {
-        Self::new(
+        let plugins = Self::new(
             flow.roles.clone(),
             &flow.source.alias,
             &flow.target.alias,
             flow.settings.offset_syncs_topic_location,
-        )
+        );
+        *plugins
+            .live
+            .on_transform_error
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = flow.settings.on_transform_error;
+        plugins
+    }
+
+    /// The record-transform chain in force and what becomes of a record it fails on.
+    pub fn chain(&self) -> Chain {
+        // The policy first: a chain replaced meanwhile is read with at most its old policy
+        // for one batch, never a new chain's records with a policy older than the chain.
+        let on_error = *self
+            .live
+            .on_transform_error
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        Chain {
+            roles: self.roles(),
+            on_error,
+        }
+    }
+
+    /// Replaces the record-transform chain and `on_transform_error` (a config reload that
+    /// changes only them): the running tasks apply them from their next batch, without a
+    /// restart. The other roles stay as they are (hot-reloaded versions included), and
+    /// discovery keeps its decisions (a transform decides no topic).
+    pub fn replace_chain(&self, transforms: Vec<ChainLink>, on_error: OnUnproducible) {
+        let mut current = self
+            .live
+            .roles
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        *self
+            .live
+            .on_transform_error
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = on_error;
+        let mut next = (**current).clone();
+        next.record_transforms = transforms;
+        *current = Arc::new(next);
     }
 
     /// The same roles, with calls abandoned when `stop` is cancelled (a call that blocks
@@ -266,6 +312,43 @@ pub fn internal_topics_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chain_replaced_in_place_keeps_the_other_roles_and_discoverys_decisions() {
+        let plugins = FlowPlugins::new(
+            crate::flow::testing::roles("default-policy", ".*"),
+            "A",
+            "C",
+            SyncsLocation::Source,
+        );
+        let before = plugins.roles();
+        let generation = plugins.generation();
+        assert_eq!(plugins.chain().on_error, OnUnproducible::Pause);
+        let keep_all = crate::plugin::builtin::record_transform("keep-all", &Default::default())
+            .expect("a built-in")
+            .expect("configured");
+        let link = ChainLink {
+            name: "keep-all".into(),
+            transform: keep_all,
+        };
+        plugins.replace_chain(vec![link], OnUnproducible::Skip);
+        let chain = plugins.chain();
+        assert_eq!(chain.on_error, OnUnproducible::Skip, "the policy in force");
+        assert_eq!(chain.roles.record_transforms.len(), 1, "the link added");
+        assert!(
+            Arc::ptr_eq(&chain.roles.topic_filter, &before.topic_filter),
+            "the other roles are the same instances"
+        );
+        assert_eq!(
+            plugins.generation(),
+            generation,
+            "discovery keeps its decisions"
+        );
+        plugins.replace_chain(Vec::new(), OnUnproducible::Pause);
+        let chain = plugins.chain();
+        assert_eq!(chain.on_error, OnUnproducible::Pause);
+        assert!(chain.roles.record_transforms.is_empty(), "and removed");
+    }
 
     #[tokio::test]
     async fn the_offset_syncs_topic_is_named_after_the_cluster_it_is_not_on() {

@@ -135,25 +135,13 @@ pub async fn run(
     // The tasks leave the group one after another at a stop, within the stop's budget, and
     // rejoin it when the leader finds partitions without an owner.
     let (rejoin_tx, rejoin) = watch::channel(0u64);
-    telemetry.update(|s| {
-        s.transforms = flow
-            .roles
-            .record_transforms
-            .iter()
-            .enumerate()
-            .map(|(position, link)| super::telemetry::TransformStatus {
-                position,
-                name: link.name.clone(),
-                ..Default::default()
-            })
-            .collect();
-    });
-    let mut shared = replication::TaskShared::new(fs.session_timeout, rejoin);
-    if !flow.roles.record_transforms.is_empty() {
-        // Read at every batch: a hot reload swaps a transform between two batches.
-        let live = plugins.clone();
-        shared = shared.with_roles(Arc::new(move || live.roles()));
-    }
+    telemetry.transforms_configured(&chain_names(&flow.roles.record_transforms));
+    // The chain is read at every batch, even while the flow has none: a plugin file swap
+    // or a config reload that adds, changes or removes transforms (or changes
+    // `on_transform_error`) takes effect between two batches, never by a restart.
+    let live = plugins.clone();
+    let mut shared = replication::TaskShared::new(fs.session_timeout, rejoin)
+        .with_roles(Arc::new(move || live.chain()));
     let single = fs.single_instance;
     let lease_topic = single::lease_topic(src, dst);
     let lease_id = single::lease_id(src, dst);
@@ -372,6 +360,11 @@ async fn finish(
 /// lease topic says a single instance holds the lease (or cannot tell), the lease is taken
 /// — fencing that instance — and let go once it has had its lease's time to stop. Another
 /// instance doing the same at once fences this one's take: it waits the lease all the same.
+/// The names of a record-transform chain's links, in order.
+pub fn chain_names(chain: &[crate::policy::ChainLink]) -> Vec<String> {
+    chain.iter().map(|l| l.name.clone()).collect()
+}
+
 /// The flow's instances in the other delivery mode, seen through their group: the
 /// at-least-once replicators' group on the source, or the exactly-once shards' group on the
 /// target.

@@ -496,15 +496,20 @@ impl Shard {
             .ctx
             .roles
             .as_ref()
-            .map(|roles| roles())
-            .filter(|r| !r.record_transforms.is_empty());
+            .map(|chain| chain())
+            .filter(|c| !c.roles.record_transforms.is_empty());
         let fates: Vec<Fate> = match &chain {
-            Some(roles) => transformed(
-                &roles.record_transforms,
-                batch,
-                self.ctx.settings.on_transform_error,
-                &self.ctx.telemetry,
-            ),
+            Some(chain) => {
+                // What a failure means follows the chain in force (a reload may change it
+                // between two batches).
+                self.ctx.settings.on_transform_error = chain.on_error;
+                transformed(
+                    &chain.roles.record_transforms,
+                    batch,
+                    chain.on_error,
+                    &self.ctx.telemetry,
+                )
+            }
             None => Vec::new(),
         };
         let pause_lost = self.ctx.settings.on_source_truncation == OnSourceTruncation::Pause;

@@ -405,6 +405,12 @@ impl Book {
         }
     }
 
+    /// What becomes of a record a transform fails on, from now on (`on_transform_error`,
+    /// changed by a reload).
+    pub fn transform_errors(&mut self, on_error: OnUnproducible) {
+        self.settings.on_transform_error = on_error;
+    }
+
     /// A transform failed on the record at `offset` of partition `key`: it is skipped or
     /// its partition stops there, as `on_transform_error` says.
     pub fn transform_failed(&mut self, key: SlotKey, offset: i64, reason: String, now: Instant) {

@@ -4,6 +4,7 @@
 //! Rebalances are in `super::rebalance`; status and the graceful stop's drain in
 //! `super::status`.
 
+use super::OnUnproducible;
 use super::ReplicatorSettings;
 use super::book::{Ack, Book, BookSettings, Effect, Offer, Orphans};
 use super::budget::UnackedBudget;
@@ -119,6 +120,8 @@ pub struct Core {
     /// The owner generation of the partitions it takes, when not a group's (a single
     /// instance's lease epoch).
     pub(super) generation: Option<i32>,
+    /// Whether the task stops: it then takes no new partition.
+    pub(super) stopping: bool,
 }
 
 impl Core {
@@ -157,6 +160,7 @@ impl Core {
             refreshed: HashMap::new(),
             budget: UnackedBudget::new(unacked_budget),
             generation,
+            stopping: false,
         }
     }
 
@@ -528,6 +532,17 @@ impl Core {
             .book
             .take_commits_refreshing(Instant::now(), super::progress::REFRESH_EVERY);
         (!commits.is_empty()).then(|| offsets_tpl(&commits))
+    }
+
+    /// The task stops (it keeps what it owns until its turn to leave the group): it takes
+    /// no new partition from now on.
+    pub fn stop_taking(&mut self) {
+        self.stopping = true;
+    }
+
+    /// What becomes of a record a transform fails on, from now on.
+    pub fn transform_errors(&mut self, on_error: OnUnproducible) {
+        self.book.transform_errors(on_error);
     }
 
     /// Outcomes of commits: failures are retried with the next commit.

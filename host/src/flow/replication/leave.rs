@@ -3,7 +3,9 @@
 //! a newer generation), within a bound. Two members leaving together can strand a group
 //! whose coordinator keeps a departed member as the leader of a forming group (Tansu does:
 //! `docs/scaling.md`), and a rebalance per leave is what a group needs anyway; meanwhile
-//! the remaining tasks keep mirroring, including the partitions the leaver handed over.
+//! the remaining tasks keep mirroring what they own, and take no partition the leaver
+//! handed over (it would be mirrored with the configuration they stop with: a reload that
+//! restarts the flow); such a partition waits, paused, for its next owner.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

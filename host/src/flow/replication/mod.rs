@@ -49,8 +49,18 @@ pub(crate) use worker::transformed;
 
 pub use failures::OnUnproducible;
 
-/// The record-transform chain in force (a hot reload may replace it between two batches).
-pub type ChainSource = Arc<dyn Fn() -> Arc<crate::policy::FlowRoles> + Send + Sync>;
+/// The record-transform chain in force and what becomes of a record it fails on, read at
+/// every batch: a plugin file swap or a config reload changes either between two batches.
+#[derive(Clone)]
+pub struct Chain {
+    /// The roles in force (their `record_transforms` are the chain; empty: none).
+    pub roles: Arc<crate::policy::FlowRoles>,
+    /// `on_transform_error`.
+    pub on_error: OnUnproducible,
+}
+
+/// Where tasks read the chain in force from.
+pub type ChainSource = Arc<dyn Fn() -> Chain + Send + Sync>;
 
 /// What an instance's replication tasks of one flow share.
 #[derive(Clone)]

@@ -27,6 +27,22 @@ impl Core {
         stored: Option<TopicPartitionList>,
     ) {
         let partitions = pairs(tpl);
+        if self.stopping {
+            // A stopping task would mirror what it takes with the configuration it stops
+            // with (a reload restarting the flow: the old record transforms) until its turn
+            // to leave. Taken paused and never read, such a partition waits for its next
+            // owner, from its stored progress.
+            if let Err(e) = consumer.pause(tpl) {
+                self.telemetry
+                    .note_error("pause partitions assigned while stopping", "kafka", &e);
+            }
+            let names: Vec<String> = partitions
+                .iter()
+                .map(|(t, p)| format!("{t}[{p}]"))
+                .collect();
+            tracing::info!(flow = %self.settings.flow, partitions = %names.join(", "), "assigned to a stopping task: not taken; left paused for the next owner");
+            return;
+        }
         let generation = self
             .generation
             .or_else(|| group_generation(consumer))

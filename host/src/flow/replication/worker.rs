@@ -305,8 +305,12 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
             if ctx.split.is_some() {
                 break; // not in a group: no turn to wait for
             }
-            // Keep mirroring until this task's turn to leave (see `LeaveOrder`).
-            let since = *stopping.get_or_insert_with(Instant::now);
+            // Keep mirroring what it owns until this task's turn to leave (see
+            // `LeaveOrder`), taking nothing new.
+            let since = *stopping.get_or_insert_with(|| {
+                core.lock().stop_taking();
+                Instant::now()
+            });
             let generation = group_generation(&consumer);
             if ctx
                 .leave
@@ -341,22 +345,27 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
         // While records wait for room, the consumer is not polled (it would hand out the
         // next ones): only delivery reports are served, for at most HOLD_BEFORE_PAUSE.
         if pending.is_empty() {
+            let batch = fetch(&consumer, &core, &ctx);
+            // Read after the fetch: a record produced once a reload replaced the chain is
+            // never transformed by the chain it replaced.
             let chain = ctx
                 .roles
                 .as_ref()
-                .map(|roles| roles())
-                .filter(|r| !r.record_transforms.is_empty());
-            let batch = fetch(&consumer, &core, &ctx);
+                .map(|chain| chain())
+                .filter(|c| !c.roles.record_transforms.is_empty());
             if batch.is_empty() {
                 since_reports = REPORTS_EVERY;
             }
             since_reports += batch.len() as u32;
             match chain {
-                Some(roles) => {
+                Some(chain) => {
+                    // What a failure means follows the chain in force (a reload may change
+                    // it between two batches).
+                    core.lock().transform_errors(chain.on_error);
                     let fates = transformed(
-                        &roles.record_transforms,
+                        &chain.roles.record_transforms,
                         &batch,
-                        ctx.settings.on_transform_error,
+                        chain.on_error,
                         &ctx.telemetry,
                     );
                     pending.extend(batch.into_iter().zip(fates));

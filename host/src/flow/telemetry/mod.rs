@@ -369,6 +369,22 @@ impl FlowTelemetry {
         });
     }
 
+    /// The record-transform chain is `names` (at the flow's start, or a reload changed it):
+    /// each link's counts start afresh.
+    pub fn transforms_configured(&self, names: &[String]) {
+        self.update(|s| {
+            s.transforms = names
+                .iter()
+                .enumerate()
+                .map(|(position, name)| TransformStatus {
+                    position,
+                    name: name.clone(),
+                    ..TransformStatus::default()
+                })
+                .collect();
+        });
+    }
+
     /// What the record-transform chain `names` (in order) answered for a batch: `tallies`,
     /// one per link (a record read again — after back-pressure, a revocation, a paused
     /// partition's retry — is asked, and counted, again).
