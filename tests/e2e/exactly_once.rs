@@ -645,9 +645,9 @@ fn instances_of_both_delivery_modes_never_mirror_at_once() {
         (mirrored_by(&status_a)? >= before + 500).then_some(())
     });
     assert_eq!(
-        mirrored_by(&status_b).unwrap_or(0),
-        0,
-        "the waiting instance mirrored; log:\n{}",
+        mirrored_by(&status_b),
+        Some(0),
+        "the waiting instance mirrored (or shows no status); log:\n{}",
         b.logs()
     );
     // The last at-least-once instance stops: exactly-once starts where it got.
@@ -665,9 +665,9 @@ fn instances_of_both_delivery_modes_never_mirror_at_once() {
         (mirrored_by(&status_b)? >= before + 500).then_some(())
     });
     assert_eq!(
-        mirrored_by(&status_a).unwrap_or(0),
-        0,
-        "the waiting instance mirrored; log:\n{}",
+        mirrored_by(&status_a),
+        Some(0),
+        "the waiting instance mirrored (or shows no status); log:\n{}",
         a.logs()
     );
     assert_eq!(a.stop(), Some(0), "a waiting instance stops cleanly");

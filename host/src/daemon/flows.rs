@@ -88,6 +88,11 @@ impl Flows {
 
     /// Starts `flow` now.
     pub fn start(&mut self, flow: ResolvedFlow) {
+        self.start_shared(Arc::new(flow));
+    }
+
+    /// Starts `flow` now (a configuration already shared: a flow started again).
+    fn start_shared(&mut self, flow: Arc<ResolvedFlow>) {
         let name = flow.name.clone();
         let telemetry = Arc::new(FlowTelemetry::with_unreachable_after(
             &name,
@@ -107,7 +112,6 @@ impl Flows {
         tracing::info!(flow = %name, source = ?flow.source, target = ?flow.target,
             topic_filter = %flow.slots.topic_filter, replication_policy = %flow.slots.replication_policy,
             "configured flow");
-        let flow = Arc::new(flow);
         let token = self.root.child_token();
         self.next_id += 1;
         let id = self.next_id;
@@ -236,12 +240,22 @@ impl Flows {
             return None; // abandoned after its deadline: already replaced
         };
         let asked = r.stopping.is_some() || self.root.is_cancelled();
+        let r_flow = r.flow.clone();
         self.running.remove(&exit.name);
         self.telemetry.remove_flow(&exit.name);
         if let Some(next) = self.pending.remove(&exit.name) {
             self.start(next);
         }
         match exit.result {
+            Err(e @ FlowError::ModeConflict { .. }) if !asked => {
+                // Instances of the other delivery mode started at the same moment: this
+                // one starts again, and waits until they stopped (the other flows go on).
+                tracing::error!(flow = %exit.name, error = %e, "flow stopped; starting it again");
+                if !self.running.contains_key(&exit.name) {
+                    self.start_shared(r_flow);
+                }
+                None
+            }
             Err(e) if !asked => Some(e),
             Err(e) => {
                 tracing::warn!(flow = %exit.name, error = %e, "flow failed while stopping");

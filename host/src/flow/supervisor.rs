@@ -104,7 +104,7 @@ pub async fn run(
             takeover::Outcome::Seeded(seeded) => {
                 tracing::info!(flow = %name, partitions = seeded.stored, "took over from MirrorMaker 2: progress seeded from its offsets");
                 for ((topic, partition), at, why) in &seeded.refused {
-                    tracing::warn!(flow = %name, %topic, partition, offset = at, reason = %why, "take_over_from_mm2: Kafka refused to seed this partition's progress; it starts as the flow's start_offset says");
+                    tracing::warn!(flow = %name, %topic, partition, offset = at, reason = %why, "take_over_from_mm2: Kafka refused to seed this partition's progress (the reason says why); it is mirrored from the flow's stored progress if it has any, else as start_offset says");
                     telemetry.note_error(
                         "take over from MirrorMaker 2",
                         "seed",
@@ -213,9 +213,9 @@ pub async fn run(
             // Both started at the same moment: the exactly-once side goes on (its shards
             // fence each other; at-least-once progress is taken over where it is larger).
             let watched = other.clone();
-            let (flow, stopping, t) = (name.clone(), stop.clone(), telemetry.clone());
+            let (flow, stopping) = (name.clone(), stop.clone());
             tasks.spawn_fallible("delivery mode watch", &stop, async move {
-                watched.refuse_while_running(&flow, &t, &stopping).await
+                watched.refuse_while_running(&flow, &stopping).await
             });
         }
     }
@@ -356,10 +356,6 @@ async fn finish(
     result
 }
 
-/// Before an instance without `single_instance` joins the flow's groups: if the flow's
-/// lease topic says a single instance holds the lease (or cannot tell), the lease is taken
-/// — fencing that instance — and let go once it has had its lease's time to stop. Another
-/// instance doing the same at once fences this one's take: it waits the lease all the same.
 /// The names of a record-transform chain's links, in order.
 pub fn chain_names(chain: &[crate::policy::ChainLink]) -> Vec<String> {
     chain.iter().map(|l| l.name.clone()).collect()
@@ -439,10 +435,13 @@ impl OtherMode {
                         &self.message(members),
                     );
                 }
-                None if failed < 2 => failed += 1,
+                // Once members were seen, a failure to describe them again (a coordinator
+                // moving) is no reason to go on: waited out.
+                None if waited || failed < 2 => failed += 1,
                 None => {
-                    // Not allowed to describe it, or the cluster does not serve it: the
-                    // check cannot be made, and it never keeps a flow from running.
+                    // Never described (no DESCRIBE on the group, or the cluster does not
+                    // serve it): the check cannot be made, and it never keeps a flow from
+                    // running.
                     tracing::warn!(flow, group = %self.group, "cannot tell whether {} instances of this flow run (their group could not be described; see the flow's last error): going on", self.mode);
                     return true;
                 }
@@ -459,7 +458,6 @@ impl OtherMode {
     async fn refuse_while_running(
         &self,
         flow: &str,
-        telemetry: &FlowTelemetry,
         stop: &CancellationToken,
     ) -> Result<(), FlowError> {
         loop {
@@ -467,14 +465,16 @@ impl OtherMode {
                 _ = stop.cancelled() => return Ok(()),
                 _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
             }
-            if let Some(members) = self.members(telemetry).await
-                && members > 0
+            // A group that cannot be described is reported by `wait_until_gone` once; the
+            // watch does not repeat it every 5 s.
+            if let Ok(Some(info)) = self.cluster.group(&self.group).await
+                && info.members > 0
             {
                 return Err(FlowError::ModeConflict {
                     flow: flow.to_string(),
                     message: format!(
-                        "{}; this at-least-once instance stops (started again, it waits until they stop)",
-                        self.message(members)
+                        "{}; this at-least-once flow stops and starts again, then waits until they stop",
+                        self.message(info.members)
                     ),
                 });
             }
@@ -482,6 +482,10 @@ impl OtherMode {
     }
 }
 
+/// Before an instance without `single_instance` joins the flow's groups: if the flow's
+/// lease topic says a single instance holds the lease (or cannot tell), the lease is taken
+/// — fencing that instance — and let go once it has had its lease's time to stop. Another
+/// instance doing the same at once fences this one's take: it waits the lease all the same.
 async fn fence_a_single_instance(
     source: &Cluster,
     names: (&str, &str, &str),

@@ -250,7 +250,7 @@ pub async fn apply(
         return Ok(Seeded::default());
     }
     let client = source.group_client(group)?;
-    let outcome = source.commit(&client, group, &offsets).await?;
+    let outcome = source.commit_reporting(&client, group, &offsets).await?;
     if outcome.stored() == 0
         && let Some(why) = &outcome.error
     {

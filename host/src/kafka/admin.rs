@@ -423,9 +423,38 @@ impl Cluster {
             .collect())
     }
 
+    /// Commits `offsets` (topic, partition, offset) for `group`; an error unless Kafka
+    /// stored every partition (naming those it refused, and how many it stored). Kafka
+    /// refuses it while the group has members.
+    pub async fn commit(
+        &self,
+        client: &Arc<BaseConsumer>,
+        group: &str,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<(), KafkaError> {
+        let outcome = self.commit_reporting(client, group, offsets).await?;
+        let refused: Vec<String> = outcome
+            .refused()
+            .take(10)
+            .map(|(t, p, at, why)| format!("{t}[{p}] at {at}: {}", why.as_deref().unwrap_or("")))
+            .collect();
+        if refused.is_empty() {
+            return Ok(());
+        }
+        Err(self.error(
+            format!("commit offsets of group {group}"),
+            format!(
+                "{} of {} partition(s) stored; refused: {}",
+                outcome.stored(),
+                outcome.partitions.len(),
+                refused.join("; ")
+            ),
+        ))
+    }
+
     /// Commits `offsets` (topic, partition, offset) for `group`; which partitions Kafka
     /// stored, and why not the others. Kafka refuses it while the group has members.
-    pub async fn commit(
+    pub async fn commit_reporting(
         &self,
         client: &Arc<BaseConsumer>,
         group: &str,

@@ -6,7 +6,9 @@
 //! caller's list. Taken at its word the whole commit failed; reading the list, all of it
 //! succeeded. Neither is true, so after a failed commit of more than one partition the
 //! group's committed offsets are read back: a partition whose committed offset is the one
-//! just committed is stored, every other one carries the request's error.
+//! just committed is stored, every other one carries the request's error (which is one
+//! refused partition's: where partitions were refused for different reasons, the reason
+//! given for some is another's).
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::{Offset, TopicPartitionList};
@@ -57,7 +59,12 @@ pub fn commit_sync<C: ConsumerContext>(
             for (t, p, _) in &requested {
                 tpl.add_partition(t, *p);
             }
-            consumer.committed_offsets(tpl, READ_BACK_TIMEOUT).ok()
+            consumer
+                .committed_offsets(tpl, READ_BACK_TIMEOUT)
+                .map_err(|e| {
+                    tracing::debug!(error = %e, "committed offsets not read back after a failed commit: every partition counts as refused");
+                })
+                .ok()
         })
         .flatten()
         .map(|list| {

@@ -137,18 +137,80 @@ async fn ensure_shards_topic(
     }
 }
 
-/// The shards topic's partition count, as the cluster has it now.
-fn shard_count<C: ConsumerContext>(member: &BaseConsumer<C>, topic: &str) -> Result<u32, String> {
+/// The shard count the shards group's current assignment was made from: the partitions of
+/// `topic` its members hold, as the coordinator describes the stable group (every member
+/// reads the same answer, whatever its metadata says). Where the coordinator shows no
+/// member's assignment (Tansu), the topic's partition count from the cluster's metadata.
+/// An error while the group rebalances, or when neither can be read.
+fn shard_count<C: ConsumerContext>(
+    member: &BaseConsumer<C>,
+    group: &str,
+    topic: &str,
+    cluster: &str,
+) -> Result<u32, String> {
+    let what = |e: &dyn std::fmt::Display| format!("cluster {cluster}: shards topic {topic}: {e}");
+    let groups = member
+        .fetch_group_list(Some(group), Duration::from_secs(5))
+        .map_err(|e| what(&format!("describe group {group}: {e}")))?;
+    if let Some(g) = groups.groups().iter().find(|g| g.name() == group) {
+        let held: Vec<i32> = g
+            .members()
+            .iter()
+            .filter_map(|m| m.assignment())
+            .filter_map(|a| assigned_partitions(a, topic))
+            .flatten()
+            .collect();
+        if let Some(max) = held.iter().max() {
+            if g.state() != "Stable" {
+                return Err(what(&format!(
+                    "group {group} is rebalancing ({})",
+                    g.state()
+                )));
+            }
+            return Ok(*max as u32 + 1);
+        }
+    }
     let metadata = member
         .fetch_metadata(Some(topic), Duration::from_secs(5))
-        .map_err(|e| format!("{topic}: {e}"))?;
+        .map_err(|e| what(&e))?;
     match metadata.topics().iter().find(|t| t.name() == topic) {
         Some(t) if t.error().is_none() && !t.partitions().is_empty() => {
             Ok(t.partitions().len() as u32)
         }
-        Some(t) => Err(format!("{topic}: {:?}", t.error())),
-        None => Err(format!("{topic}: not in the metadata")),
+        Some(t) => Err(what(&format!(
+            "{}",
+            t.error()
+                .map(|e| format!("{e:?}"))
+                .unwrap_or_else(|| "no partitions".into())
+        ))),
+        None => Err(what(&"not in the metadata")),
     }
+}
+
+/// The partitions of `topic` in a consumer-protocol member assignment (version, then each
+/// topic's name and partitions); `None` if it cannot be read.
+fn assigned_partitions(bytes: &[u8], topic: &str) -> Option<Vec<i32>> {
+    fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, tail) = (rest.get(..n)?, rest.get(n..)?);
+        *rest = tail;
+        Some(head)
+    }
+    let rest = &mut &bytes[..];
+    let int16 = |r: &mut &[u8]| take(r, 2).map(|b| i16::from_be_bytes([b[0], b[1]]));
+    let int32 = |r: &mut &[u8]| take(r, 4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    int16(rest)?; // version
+    let mut out = Vec::new();
+    for _ in 0..int32(rest)?.max(0) {
+        let len = int16(rest)?.max(0) as usize;
+        let name = take(rest, len)?;
+        for _ in 0..int32(rest)?.max(0) {
+            let p = int32(rest)?;
+            if name == topic.as_bytes() {
+                out.push(p);
+            }
+        }
+    }
+    Some(out)
 }
 
 /// A running shard.
@@ -301,6 +363,8 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
     // The generation whose shard count was read: the count is read again at every new
     // assignment, before any shard of it starts.
     let mut counted: Option<i32> = None;
+    // When reading the count last failed (it is tried again 2 s later).
+    let mut count_failed: Option<Instant> = None;
     while !shutdown.is_cancelled() {
         // Serves the group (rebalances run in here); the topic is never read.
         if let Some(Err(e)) = member.poll(Duration::from_millis(100)) {
@@ -318,7 +382,12 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
             // neither fencing the other). The group rebalances when the count changes and
             // every member's shards stop (committed) before it (eager assignment), so
             // reading it here, before any shard of the new generation starts, is enough.
-            match shard_count(&member, &topic) {
+            let due = count_failed.is_none_or(|at: Instant| at.elapsed() >= Duration::from_secs(2));
+            if !due {
+                ctx.telemetry.tick("shards", Duration::from_secs(1));
+                continue;
+            }
+            match shard_count(&member, &group, &topic, &ctx.target.alias) {
                 Ok(n) => {
                     if n != ctx.shards {
                         tracing::warn!(flow = %ctx.flow, topic, was = ctx.shards, shards = n, "the shards topic's partition count changed: the flow's partitions are spread over {n} shards from now on (every instance follows at the group's rebalance)");
@@ -333,14 +402,21 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
                         ctx.shards = n;
                     }
                     counted = Some(generation);
+                    count_failed = None;
                 }
                 Err(why) => {
-                    // No shard starts on a count not known to be current.
+                    // No shard starts on a count not known to be current; tried again in
+                    // 2 s (the loop goes on serving the group meanwhile).
+                    if count_failed.is_none() {
+                        tracing::warn!(flow = %ctx.flow, reason = %why, "the shard count of the shards group's assignment cannot be read: no shard starts until it can");
+                    }
                     ctx.telemetry.note_error(
                         "read the shards topic's partition count",
                         "kafka",
                         &why,
                     );
+                    count_failed = Some(Instant::now());
+                    ctx.telemetry.tick("shards", Duration::from_secs(1));
                     continue;
                 }
             }
@@ -429,4 +505,40 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
     shared.stop(&all, false, Instant::now() + ctx.drain_timeout);
     ctx.telemetry.loop_ended("shards");
     drop(member);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assignment(topics: &[(&str, &[i32])]) -> Vec<u8> {
+        let mut b = 1i16.to_be_bytes().to_vec();
+        b.extend((topics.len() as i32).to_be_bytes());
+        for (name, partitions) in topics {
+            b.extend((name.len() as i16).to_be_bytes());
+            b.extend(name.as_bytes());
+            b.extend((partitions.len() as i32).to_be_bytes());
+            for p in *partitions {
+                b.extend(p.to_be_bytes());
+            }
+        }
+        b.extend((-1i32).to_be_bytes()); // no user data
+        b
+    }
+
+    #[test]
+    fn a_members_assignment_is_read_for_the_shards_topic_only() {
+        let a = assignment(&[("other", &[7]), ("kmirror-shards.a.internal", &[0, 2])]);
+        assert_eq!(
+            assigned_partitions(&a, "kmirror-shards.a.internal"),
+            Some(vec![0, 2])
+        );
+        assert_eq!(assigned_partitions(&a, "absent"), Some(vec![]));
+        // Cut short or garbage: not read, never a panic.
+        assert_eq!(
+            assigned_partitions(&a[..a.len() - 9], "kmirror-shards.a.internal"),
+            None
+        );
+        assert_eq!(assigned_partitions(&[0xff], "t"), None);
+    }
 }

@@ -803,15 +803,30 @@ fn stop(consumer: &Member, core: &Shared, committer: &Committer, timeout: Durati
     committer.commit(tpl.clone());
     let confirmed = committer.wait_idle(deadline);
     let outcomes = consumer.context().take_commits();
-    let stale = outcomes.iter().any(stale_generation);
+    // Only what a stale generation refused is committed again (the rest is stored, and may
+    // be another owner's to move on by now).
+    let refused = refused_for_a_stale_generation(&outcomes);
     core.lock().committed(outcomes);
     if !confirmed {
         tracing::warn!("progress commit not confirmed before the stop deadline");
         return;
     }
-    if stale {
-        commit_after_rejoining(consumer, core, &tpl, deadline);
+    if let Some(refused) = refused {
+        commit_after_rejoining(consumer, core, refused, deadline);
     }
+}
+
+/// The partitions a stale generation kept from being stored, if a commit was refused so.
+fn refused_for_a_stale_generation(
+    outcomes: &[super::contexts::CommitOutcome],
+) -> Option<TopicPartitionList> {
+    let mut tpl = TopicPartitionList::new();
+    for o in outcomes.iter().filter(|o| stale_generation(o)) {
+        for (t, p, at, _) in o.refused() {
+            let _ = tpl.add_partition_offset(t, *p, Offset::Offset(*at));
+        }
+    }
+    (tpl.count() > 0).then_some(tpl)
 }
 
 /// Whether a commit was refused because the group moved on to a generation (or member
@@ -841,7 +856,7 @@ fn stale_generation(outcome: &super::contexts::CommitOutcome) -> bool {
 fn commit_after_rejoining(
     consumer: &Member,
     core: &Shared,
-    tpl: &TopicPartitionList,
+    mut tpl: TopicPartitionList,
     deadline: Instant,
 ) {
     if let Ok(assigned) = consumer.assignment() {
@@ -851,13 +866,25 @@ fn commit_after_rejoining(
     while Instant::now() < deadline {
         let _ = consumer.poll(Duration::from_millis(100));
         attempts += 1;
-        let outcome = commit_sync(consumer, tpl);
-        let stored = outcome.error.is_none();
+        let outcome = commit_sync(consumer, &tpl);
+        let stale = stale_generation(&outcome);
+        let refused = refused_for_a_stale_generation(std::slice::from_ref(&outcome));
+        let why = outcome.error.clone();
         consumer.context().record_commit(outcome);
         core.lock().committed(consumer.context().take_commits());
-        if stored {
-            tracing::info!(generation = ?group_generation(consumer), attempts, partitions = tpl.count(), "stored the last progress after rejoining the group");
-            return;
+        match refused {
+            None if !stale && why.is_some() => {
+                // Refused for another reason (counted and reported as a commit failure):
+                // not a matter of rejoining.
+                tracing::warn!(attempts, error = ?why, "the last progress was refused again, not for a stale generation: the next owner mirrors the refused partitions again");
+                return;
+            }
+            None => {
+                tracing::info!(generation = ?group_generation(consumer), attempts, "stored the last progress after rejoining the group");
+                return;
+            }
+            // Only what is still refused is tried again.
+            Some(left) => tpl = left,
         }
     }
     tracing::warn!(
