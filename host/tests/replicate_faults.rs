@@ -1453,6 +1453,7 @@ fn an_abandoned_exactly_once_shard_with_a_full_queue_ends() {
             retry_paused_every: Duration::from_secs(5),
             offset_lag_max: 100,
             flush_interval: Duration::from_millis(200),
+            refresh_every: Duration::from_secs(3600),
         },
         routes: routes_rx,
         stop: stop_flag.clone(),

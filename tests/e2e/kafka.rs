@@ -19,6 +19,8 @@
 //!   never a crash, the new log mirrored from its start; and recreated at once, while its
 //!   partition is read, in both modes and under "latest": nothing of the new log lost;
 //! - consumer groups of both protocols (classic and KIP-848) checkpointed and synced;
+//! - a single instance's and the exactly-once shards' stored progress of quiet partitions
+//!   outlives a short `offsets.retention.minutes` (committed again a quarter of it apart);
 //! - TLS and SASL/SCRAM as operators connect, and a wrong password or an untrusted
 //!   certificate reported in `/status` and the log, naming the cluster and the cause,
 //!   never logging a secret.
@@ -284,6 +286,74 @@ fn a_topic_whose_configs_cannot_be_read_is_not_created() {
         k.logs()
     );
     assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}
+
+/// Issue 34 item 2: a single instance and the exactly-once shards commit without a group
+/// membership, so Kafka deletes a quiet partition's committed offset
+/// `offsets.retention.minutes` after its last commit, and the next start would mirror it
+/// again from its start. The flow commits every owned partition's position again a quarter
+/// of the clusters' retention apart: here, with a retention of one minute, a group that
+/// committed once beside it loses its offsets and the flow keeps its own.
+fn quiet_partitions_keep_their_stored_progress(exactly_once: bool) {
+    let opts = KafkaOptions::default().offsets_retention_minutes(1);
+    let (primary, backup) = Broker::kafka_pair(&opts, &opts);
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("quiet", 2);
+    src.produce_ids("quiet", 2, 0, 20);
+    src.flush();
+    let mode = if exactly_once {
+        "exactly_once = true\nexactly_once_shards = 1"
+    } else {
+        "single_instance = true"
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = write_config(dir.path(), &primary.addr, &backup.addr, mode);
+    let mut k = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
+    dst.read_all("primary.quiet", 2, 20, T);
+    // Where the flow keeps its progress: the source for a single instance, the target
+    // (read_committed view of the transactions) for exactly-once.
+    let (addr, topic) = if exactly_once {
+        (backup.addr.as_str(), "primary.quiet")
+    } else {
+        (primary.addr.as_str(), "quiet")
+    };
+    let group = "kmirror.primary.backup";
+    let stored = [(0, 10), (1, 10)].into();
+    wait_for("both partitions' progress stored", T, || {
+        (committed(addr, group, topic, 2) == stored).then_some(())
+    });
+    // A group that commits once and never again, beside the flow's.
+    commit(addr, "canary", topic, &[(0, 10), (1, 10)]);
+    // Nothing more arrives. The canary's offsets expire a minute after its commit...
+    wait_for(
+        "the canary's offsets to expire",
+        Duration::from_secs(240),
+        || committed(addr, "canary", topic, 2).is_empty().then_some(()),
+    );
+    // ...and the quiet flow's are still there.
+    assert_eq!(
+        committed(addr, group, topic, 2),
+        stored,
+        "the flow's stored progress expired; log:\n{}",
+        k.logs()
+    );
+    assert!(
+        k.logs()
+            .contains("stored positions are committed again this often"),
+        "{}",
+        k.logs()
+    );
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}
+
+#[test]
+fn quiet_partitions_of_a_single_instance_keep_their_stored_progress() {
+    quiet_partitions_keep_their_stored_progress(false);
+}
+
+#[test]
+fn quiet_partitions_of_exactly_once_shards_keep_their_stored_progress() {
+    quiet_partitions_keep_their_stored_progress(true);
 }
 
 /// A takeover whose seed commit Kafka refuses for one topic (the flow's principal may not

@@ -50,7 +50,7 @@ pub struct Exit {
 pub struct Flows {
     running: BTreeMap<String, Running>,
     /// Flows to start once the flow of the same name has stopped.
-    pending: BTreeMap<String, ResolvedFlow>,
+    pending: BTreeMap<String, Arc<ResolvedFlow>>,
     exits: mpsc::UnboundedReceiver<Exit>,
     exit_tx: mpsc::UnboundedSender<Exit>,
     next_id: u64,
@@ -157,8 +157,19 @@ impl Flows {
         );
     }
 
-    /// Asks the flow `name` to stop gracefully.
+    /// The configuration of the flow `name` as it will run: the one waiting to start once
+    /// its old version stopped, else the running one.
+    pub fn configured(&self, name: &str) -> Option<Arc<ResolvedFlow>> {
+        self.pending
+            .get(name)
+            .or_else(|| self.running.get(name).map(|r| &r.flow))
+            .cloned()
+    }
+
+    /// Asks the flow `name` to stop gracefully (a version of it waiting to start never
+    /// starts).
     pub fn stop(&mut self, name: &str) {
+        self.pending.remove(name);
         if let Some(r) = self.running.get_mut(name) {
             if r.stopping.is_none() {
                 tracing::info!(flow = %name, "stopping flow");
@@ -175,7 +186,7 @@ impl Flows {
         let name = flow.name.clone();
         if self.running.contains_key(&name) {
             self.stop(&name);
-            self.pending.insert(name, flow);
+            self.pending.insert(name, Arc::new(flow));
         } else {
             self.start(flow);
         }
@@ -184,24 +195,35 @@ impl Flows {
     /// Gives the running flow of `flow`'s name the record-transform chain and
     /// `on_transform_error` of `flow` in place (a reload that changed only them): its tasks
     /// apply them from their next batch. A flow waiting to restart takes `flow` when it
-    /// starts instead.
+    /// starts, and its old version, still stopping, takes the chain at once too.
     pub fn change_chain(&mut self, flow: ResolvedFlow) {
         let name = flow.name.clone();
-        if let Some(next) = self.pending.get_mut(&name) {
-            *next = flow;
-            return;
-        }
+        let pending = self.pending.contains_key(&name);
         let Some(r) = self.running.get_mut(&name) else {
+            self.pending.remove(&name);
             self.start(flow);
             return;
         };
+        // The chain's component files run in their reloaded versions now; files no role
+        // uses any more are forgotten (the others keep the versions that run).
+        let links: std::collections::BTreeSet<&PathBuf> = flow
+            .slots
+            .transforms
+            .iter()
+            .filter_map(|(source, _)| match source {
+                crate::plugin::PluginSource::File(path) => Some(path),
+                _ => None,
+            })
+            .collect();
         for (path, (sha, roles)) in &flow.slots.components {
-            if !r.hashes.contains_key(path) {
+            if links.contains(path) || !r.hashes.contains_key(path) {
                 let stats = self.telemetry.plugins.entry(&path.display().to_string());
                 stats.loaded(sha, roles);
                 r.hashes.insert(path.clone(), sha.clone());
             }
         }
+        r.hashes
+            .retain(|path, _| flow.slots.components.contains_key(path));
         let names = supervisor::chain_names(&flow.roles.record_transforms);
         r.plugins.replace_chain(
             flow.roles.record_transforms.clone(),
@@ -210,7 +232,11 @@ impl Flows {
         r.telemetry.transforms_configured(&names);
         tracing::info!(flow = %name, transforms = ?names, on_transform_error = ?flow.settings.on_transform_error,
             "record transforms changed in place: every task applies them from its next batch");
-        r.flow = Arc::new(flow);
+        if pending {
+            self.pending.insert(name, Arc::new(flow));
+        } else {
+            r.flow = Arc::new(flow);
+        }
     }
 
     /// Whether a flow of `name` waits for its old version to stop before it starts.
@@ -240,11 +266,12 @@ impl Flows {
             return None; // abandoned after its deadline: already replaced
         };
         let asked = r.stopping.is_some() || self.root.is_cancelled();
-        let r_flow = r.flow.clone();
+        // What it ran (plugin files swapped in since its start included), to start it again.
+        let again = (r.flow.clone(), r.plugins.roles(), r.hashes.clone());
         self.running.remove(&exit.name);
         self.telemetry.remove_flow(&exit.name);
         if let Some(next) = self.pending.remove(&exit.name) {
-            self.start(next);
+            self.start_shared(next);
         }
         match exit.result {
             Err(e @ FlowError::ModeConflict { .. }) if !asked => {
@@ -252,7 +279,12 @@ impl Flows {
                 // one starts again, and waits until they stopped (the other flows go on).
                 tracing::error!(flow = %exit.name, error = %e, "flow stopped; starting it again");
                 if !self.running.contains_key(&exit.name) {
-                    self.start_shared(r_flow);
+                    let (flow, roles, hashes) = again;
+                    self.start_shared(flow);
+                    if let Some(r) = self.running.get_mut(&exit.name) {
+                        r.plugins.replace((*roles).clone());
+                        r.hashes = hashes;
+                    }
                 }
                 None
             }
@@ -268,8 +300,9 @@ impl Flows {
         }
     }
 
-    /// Abandons flows that did not stop by their deadline (and starts their replacements).
-    pub fn abandon_overdue(&mut self) {
+    /// Abandons flows that did not stop by their deadline (and starts their replacements);
+    /// their names.
+    pub fn abandon_overdue(&mut self) -> Vec<String> {
         let now = Instant::now();
         let overdue: Vec<String> = self
             .running
@@ -277,16 +310,17 @@ impl Flows {
             .filter(|(_, r)| r.stopping.is_some_and(|d| d <= now))
             .map(|(n, _)| n.clone())
             .collect();
-        for name in overdue {
-            if let Some(r) = self.running.remove(&name) {
+        for name in &overdue {
+            if let Some(r) = self.running.remove(name) {
                 tracing::error!(flow = %name, "the flow did not stop in time; abandoning it");
                 r.abort.abort();
-                self.telemetry.remove_flow(&name);
+                self.telemetry.remove_flow(name);
             }
-            if let Some(next) = self.pending.remove(&name) {
-                self.start(next);
+            if let Some(next) = self.pending.remove(name) {
+                self.start_shared(next);
             }
         }
+        overdue
     }
 
     /// The latest stop deadline of the flows asked to stop.

@@ -65,6 +65,14 @@ enum Done {
     Reload(Result<reload::Plan, String>),
 }
 
+/// A reload that restarts flows, until they run their new configuration.
+struct Restarting {
+    summary: String,
+    flows: Vec<String>,
+    /// Old versions abandoned after their stop deadline: their tasks may still mirror.
+    abandoned: Vec<String>,
+}
+
 /// The daemon's state between events.
 struct Daemon {
     telemetry: Arc<Telemetry>,
@@ -81,7 +89,10 @@ struct Daemon {
     reload_again: bool,
     /// An applied reload that restarts flows: its summary and the flows it restarts. It is
     /// reported once each of them stopped and started again.
-    restarting: Option<(String, Vec<String>)>,
+    restarting: Option<Restarting>,
+    /// A reload planned while a plugin rescan ran: applied once it ended (a rescan copies
+    /// the roles in force and installs the copy, which would undo a chain changed meanwhile).
+    deferred: Option<reload::Plan>,
     done_tx: mpsc::UnboundedSender<Done>,
 }
 
@@ -120,6 +131,7 @@ pub async fn run(
         reloading: false,
         reload_again: false,
         restarting: None,
+        deferred: None,
         done_tx,
     };
     d.watch_dir(&config.plugins_dir);
@@ -143,6 +155,8 @@ pub async fn run(
             _ = &mut shutdown, if !stopping => {
                 tracing::info!("stopping: finishing in-flight records and storing progress");
                 stopping = true;
+                // Flows waiting to restart never start: the reload is not reported done.
+                d.restarting = None;
                 d.flows.stop_all();
                 root.cancel();
             }
@@ -166,7 +180,11 @@ pub async fn run(
                         }
                     }
                 } else {
-                    d.flows.abandon_overdue();
+                    let abandoned = d.flows.abandon_overdue();
+                    if let Some(r) = &mut d.restarting {
+                        r.abandoned
+                            .extend(abandoned.into_iter().filter(|n| r.flows.contains(n)));
+                    }
                     d.restarted();
                 }
             }
@@ -248,11 +266,20 @@ impl Daemon {
             .running()
             .iter()
             .map(|(name, r)| {
+                // A flow waiting to restart is compared as it will run.
+                let configured = self.flows.configured(name);
+                let (flow, roles) = match configured.filter(|f| !Arc::ptr_eq(f, &r.flow)) {
+                    Some(next) => {
+                        let roles = Arc::new(next.roles.clone());
+                        (next, roles)
+                    }
+                    None => (r.flow.clone(), r.plugins.roles()),
+                };
                 (
                     name.clone(),
                     reload::Current {
-                        flow: r.flow.clone(),
-                        roles: r.plugins.roles(),
+                        flow,
+                        roles,
                         names: r.plugins.names().clone(),
                         mirrored: r.telemetry.status().mirrored,
                     },
@@ -276,6 +303,9 @@ impl Daemon {
                     self.flows.reloaded(&a.flow, a.path, a.sha256);
                 }
                 self.seen = Some(seen);
+                if let Some(plan) = self.deferred.take() {
+                    self.apply(plan);
+                }
                 if !self.changed.is_empty() {
                     self.rescan();
                 }
@@ -283,6 +313,13 @@ impl Daemon {
             Done::Reload(plan) => {
                 self.reloading = false;
                 match plan {
+                    // Never beside a rescan (see `deferred`).
+                    Ok(plan) if self.seen.is_none() => {
+                        tracing::info!(
+                            "a plugin rescan runs: the reloaded configuration is applied once it ended"
+                        );
+                        self.deferred = Some(plan);
+                    }
                     Ok(plan) => self.apply(plan),
                     Err(why) => {
                         tracing::error!(reason = %why, "configuration reload rejected; the running configuration goes on");
@@ -327,12 +364,18 @@ impl Daemon {
             tracing::info!(changes = %summary, "configuration reload accepted: restarting {} once the old flow(s) stopped", restarting.join(", "));
             match &mut self.restarting {
                 // An earlier reload still restarting: both are reported together.
-                Some((earlier, names)) => {
-                    earlier.push_str("; then ");
-                    earlier.push_str(&summary);
-                    names.extend(restarting);
+                Some(earlier) => {
+                    earlier.summary.push_str("; then ");
+                    earlier.summary.push_str(&summary);
+                    earlier.flows.extend(restarting);
                 }
-                None => self.restarting = Some((summary, restarting)),
+                None => {
+                    self.restarting = Some(Restarting {
+                        summary,
+                        flows: restarting,
+                        abandoned: Vec::new(),
+                    })
+                }
             }
             self.restarted();
         }
@@ -341,14 +384,24 @@ impl Daemon {
     /// Reports the reload that restarts flows once every one of them runs its new
     /// configuration.
     fn restarted(&mut self) {
-        let Some((summary, names)) = &self.restarting else {
+        let Some(r) = &self.restarting else {
             return;
         };
-        if names.iter().any(|n| self.flows.is_pending(n)) {
+        if r.flows.iter().any(|n| self.flows.is_pending(n)) {
             return;
         }
-        tracing::info!(changes = %summary, "configuration reloaded");
-        self.telemetry.config_reloaded(true, summary);
+        if r.abandoned.is_empty() {
+            tracing::info!(changes = %r.summary, "configuration reloaded");
+            self.telemetry.config_reloaded(true, &r.summary);
+        } else {
+            let message = format!(
+                "{}; the old version of {} did not stop in time and was abandoned: its tasks may mirror with the old configuration until they end",
+                r.summary,
+                r.abandoned.join(", ")
+            );
+            tracing::warn!(changes = %message, "configuration reloaded");
+            self.telemetry.config_reloaded(true, &message);
+        }
         self.restarting = None;
     }
 }

@@ -48,9 +48,8 @@ pub type BatchRule<T> = fn(&FlowRoles, &FlowNames, &[String]) -> Result<T, Plugi
 
 /// The roles in force and how many times they were replaced.
 struct Live {
-    roles: RwLock<Arc<FlowRoles>>,
-    /// `on_transform_error` in force (a config reload may change it with the chain).
-    on_transform_error: RwLock<OnUnproducible>,
+    /// The roles in force and `on_transform_error` (a config reload changes both at once).
+    roles: RwLock<(Arc<FlowRoles>, OnUnproducible)>,
     generation: AtomicU64,
     /// Held by discovery while it publishes a pass and by a reload while it reviews and
     /// installs new roles, so a review always sees what is mirrored.
@@ -79,8 +78,7 @@ impl FlowPlugins {
         };
         FlowPlugins {
             live: Arc::new(Live {
-                roles: RwLock::new(Arc::new(roles)),
-                on_transform_error: RwLock::new(OnUnproducible::default()),
+                roles: RwLock::new((Arc::new(roles), OnUnproducible::default())),
                 generation: AtomicU64::new(0),
                 publishing: Mutex::new(()),
             }),
@@ -102,26 +100,25 @@ impl FlowPlugins {
             &flow.target.alias,
             flow.settings.offset_syncs_topic_location,
         );
-        *plugins
+        plugins
             .live
-            .on_transform_error
+            .roles
             .write()
-            .unwrap_or_else(PoisonError::into_inner) = flow.settings.on_transform_error;
+            .unwrap_or_else(PoisonError::into_inner)
+            .1 = flow.settings.on_transform_error;
         plugins
     }
 
     /// The record-transform chain in force and what becomes of a record it fails on.
     pub fn chain(&self) -> Chain {
-        // The policy first: a chain replaced meanwhile is read with at most its old policy
-        // for one batch, never a new chain's records with a policy older than the chain.
-        let on_error = *self
+        let live = self
             .live
-            .on_transform_error
+            .roles
             .read()
             .unwrap_or_else(PoisonError::into_inner);
         Chain {
-            roles: self.roles(),
-            on_error,
+            roles: live.0.clone(),
+            on_error: live.1,
         }
     }
 
@@ -135,14 +132,9 @@ impl FlowPlugins {
             .roles
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        *self
-            .live
-            .on_transform_error
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = on_error;
-        let mut next = (**current).clone();
+        let mut next = (*current.0).clone();
         next.record_transforms = transforms;
-        *current = Arc::new(next);
+        *current = (Arc::new(next), on_error);
     }
 
     /// The same roles, with calls abandoned when `stop` is cancelled (a call that blocks
@@ -173,6 +165,7 @@ impl FlowPlugins {
             .roles
             .read()
             .unwrap_or_else(PoisonError::into_inner)
+            .0
             .clone()
     }
 
@@ -199,7 +192,7 @@ impl FlowPlugins {
             .roles
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        *current = Arc::new(roles);
+        current.0 = Arc::new(roles);
         self.live.generation.fetch_add(1, Ordering::AcqRel) + 1
     }
 

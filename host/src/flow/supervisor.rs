@@ -120,7 +120,28 @@ pub async fn run(
     let (routes_tx, routes) = watch::channel(Routes::new());
     let mut tasks = Tasks::default();
     let fs = &flow.settings;
+    // Stored positions are committed again well inside the offset retention of the
+    // clusters holding them (the source; the target too for exactly-once): asked once, for
+    // at most 3 s (unknown: hourly).
+    let retention = tokio::time::timeout(std::time::Duration::from_secs(3), async {
+        let on_target = async {
+            match fs.exactly_once {
+                Some(_) => target.offsets_retention().await,
+                None => None,
+            }
+        };
+        let (s, t) = tokio::join!(source.offsets_retention(), on_target);
+        [s, t].into_iter().flatten().min()
+    })
+    .await
+    .ok()
+    .flatten();
+    let refresh_every = replication::progress::refresh_every(retention);
+    if retention.is_some_and(|r| r < std::time::Duration::from_secs(4 * 3600)) {
+        tracing::info!(flow = %name, retention_s = retention.map(|r| r.as_secs()), refresh_s = refresh_every.as_secs(), "the clusters keep committed offsets briefly: stored positions are committed again this often");
+    }
     let settings = ReplicatorSettings {
+        refresh_every,
         offset_lag_max: fs.offset_lag_max,
         flush_interval: fs.offset_flush_interval,
         start_offset: fs.start_offset,
@@ -246,6 +267,7 @@ pub async fn run(
                 retry_paused_every: settings.retry_paused_every,
                 offset_lag_max: fs.offset_lag_max,
                 flush_interval: fs.offset_flush_interval,
+                refresh_every,
             },
             session_timeout: fs.session_timeout,
             drain_timeout: fs.shutdown_timeout,

@@ -423,6 +423,39 @@ impl Cluster {
             .collect())
     }
 
+    /// How long the cluster keeps a group's committed offsets after their last commit
+    /// (`offsets.retention.minutes` of a broker; `None` when it does not say: Tansu, no
+    /// DESCRIBE_CONFIGS on the cluster).
+    pub async fn offsets_retention(&self) -> Option<std::time::Duration> {
+        use rdkafka::admin::{AdminOptions, ResourceSpecifier};
+        let admin = self.admin().clone();
+        let broker = tokio::task::spawn_blocking(move || {
+            admin
+                .inner()
+                .fetch_metadata(None, REQUEST_TIMEOUT)
+                .ok()
+                .and_then(|m| m.brokers().first().map(|b| b.id()))
+        })
+        .await
+        .ok()
+        .flatten()?;
+        let options = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
+        let described = self
+            .admin()
+            .describe_configs(&[ResourceSpecifier::Broker(broker)], &options)
+            .await
+            .ok()?;
+        let minutes = described
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r.entries)
+            .find(|e| e.name == "offsets.retention.minutes")?
+            .value?
+            .parse::<u64>()
+            .ok()?;
+        Some(std::time::Duration::from_secs(minutes.saturating_mul(60)))
+    }
+
     /// Commits `offsets` (topic, partition, offset) for `group`; an error unless Kafka
     /// stored every partition (naming those it refused, and how many it stored). Kafka
     /// refuses it while the group has members.

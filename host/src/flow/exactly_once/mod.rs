@@ -141,41 +141,57 @@ async fn ensure_shards_topic(
 /// `topic` its members hold, as the coordinator describes the stable group (every member
 /// reads the same answer, whatever its metadata says). Where the coordinator shows no
 /// member's assignment (Tansu), the topic's partition count from the cluster's metadata.
-/// An error while the group rebalances, or when neither can be read.
+/// An error while the group rebalances, or when neither can be read. `metadata_only`:
+/// the metadata's count alone (a group that seems to rebalance for ever: a broker that
+/// never shows it stable).
 fn shard_count<C: ConsumerContext>(
     member: &BaseConsumer<C>,
     group: &str,
     topic: &str,
     cluster: &str,
+    metadata_only: bool,
 ) -> Result<u32, String> {
     let what = |e: &dyn std::fmt::Display| format!("cluster {cluster}: shards topic {topic}: {e}");
     let groups = member
         .fetch_group_list(Some(group), Duration::from_secs(5))
         .map_err(|e| what(&format!("describe group {group}: {e}")))?;
-    if let Some(g) = groups.groups().iter().find(|g| g.name() == group) {
-        let held: Vec<i32> = g
-            .members()
+    let described = groups
+        .groups()
+        .iter()
+        .find(|g| g.name() == group && !metadata_only);
+    if let Some(g) = described
+        && matches!(g.state(), "PreparingRebalance" | "CompletingRebalance")
+    {
+        // Kafka shows members' assignments of a stable group only.
+        return Err(what(&format!(
+            "group {group} is rebalancing ({})",
+            g.state()
+        )));
+    }
+    let held = described.and_then(|g| {
+        g.members()
             .iter()
             .filter_map(|m| m.assignment())
             .filter_map(|a| assigned_partitions(a, topic))
             .flatten()
-            .collect();
-        if let Some(max) = held.iter().max() {
-            if g.state() != "Stable" {
-                return Err(what(&format!(
-                    "group {group} is rebalancing ({})",
-                    g.state()
-                )));
-            }
-            return Ok(*max as u32 + 1);
-        }
-    }
+            .filter(|p| *p >= 0)
+            .max()
+    });
     let metadata = member
         .fetch_metadata(Some(topic), Duration::from_secs(5))
         .map_err(|e| what(&e))?;
     match metadata.topics().iter().find(|t| t.name() == topic) {
         Some(t) if t.error().is_none() && !t.partitions().is_empty() => {
-            Ok(t.partitions().len() as u32)
+            let listed = t.partitions().len() as u32;
+            match held {
+                None => Ok(listed),
+                Some(max) if (max as u32) < listed => Ok(max as u32 + 1),
+                // More than the metadata lists: a broker's metadata behind the group's
+                // (or a bad assignment): asked again.
+                Some(max) => Err(what(&format!(
+                    "the group's members hold shard {max}, the metadata lists {listed} partition(s)"
+                ))),
+            }
         }
         Some(t) => Err(what(&format!(
             "{}",
@@ -365,6 +381,7 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
     let mut counted: Option<i32> = None;
     // When reading the count last failed (it is tried again 2 s later).
     let mut count_failed: Option<Instant> = None;
+    let mut count_failures = 0u32;
     while !shutdown.is_cancelled() {
         // Serves the group (rebalances run in here); the topic is never read.
         if let Some(Err(e)) = member.poll(Duration::from_millis(100)) {
@@ -387,7 +404,9 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
                 ctx.telemetry.tick("shards", Duration::from_secs(1));
                 continue;
             }
-            match shard_count(&member, &group, &topic, &ctx.target.alias) {
+            // Ten seconds of a group that never seems stable: the metadata decides.
+            let metadata_only = count_failures >= 5;
+            match shard_count(&member, &group, &topic, &ctx.target.alias, metadata_only) {
                 Ok(n) => {
                     if n != ctx.shards {
                         tracing::warn!(flow = %ctx.flow, topic, was = ctx.shards, shards = n, "the shards topic's partition count changed: the flow's partitions are spread over {n} shards from now on (every instance follows at the group's rebalance)");
@@ -403,6 +422,7 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
                     }
                     counted = Some(generation);
                     count_failed = None;
+                    count_failures = 0;
                 }
                 Err(why) => {
                     // No shard starts on a count not known to be current; tried again in
@@ -416,6 +436,7 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
                         &why,
                     );
                     count_failed = Some(Instant::now());
+                    count_failures += 1;
                     ctx.telemetry.tick("shards", Duration::from_secs(1));
                     continue;
                 }

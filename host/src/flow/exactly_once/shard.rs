@@ -135,6 +135,8 @@ pub struct ShardSettings {
     pub offset_lag_max: u64,
     /// How often status is published and delayed syncs are sent.
     pub flush_interval: Duration,
+    /// How often positions are stored again though they did not move.
+    pub refresh_every: Duration,
 }
 
 /// Why a shard ended.
@@ -348,7 +350,7 @@ impl Shard {
                 // Quiet partitions' positions stored again now and then (an offsets-only
                 // transaction when no records flow).
                 self.ledger
-                    .refresh_due(now, crate::flow::replication::progress::REFRESH_EVERY);
+                    .refresh_due(now, self.ctx.settings.refresh_every);
                 self.retry_stopped(src, now)?;
                 self.syncs.flush_delayed();
                 self.publish_status(src);

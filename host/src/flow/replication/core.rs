@@ -530,7 +530,7 @@ impl Core {
     pub fn take_commits(&mut self) -> Option<TopicPartitionList> {
         let commits = self
             .book
-            .take_commits_refreshing(Instant::now(), super::progress::REFRESH_EVERY);
+            .take_commits_refreshing(Instant::now(), self.settings.refresh_every);
         (!commits.is_empty()).then(|| offsets_tpl(&commits))
     }
 

@@ -220,6 +220,9 @@ pub struct ReplicatorSettings {
     pub session_timeout: Duration,
     /// Which of the instance's replication tasks (group members) this is.
     pub member: u32,
+    /// How often owned partitions' positions are committed again though they did not
+    /// move ([`progress::refresh_every`]).
+    pub refresh_every: Duration,
 }
 
 impl ReplicatorSettings {
@@ -240,6 +243,7 @@ impl ReplicatorSettings {
             drain_timeout: Duration::from_secs(10),
             session_timeout: Duration::from_secs(10),
             member: 0,
+            refresh_every: progress::REFRESH_EVERY,
         }
     }
 }

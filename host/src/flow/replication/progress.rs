@@ -16,8 +16,18 @@ use std::time::{Duration, Instant};
 /// expire `offsets.retention.minutes` (7 days by default) after their last commit, and a
 /// quiet partition would then be mirrored again from its start (or, under "latest", skip
 /// what arrived meanwhile). Also right after an assignment: how old the stored commit is,
-/// is unknown.
+/// is unknown. At most: a cluster whose retention is shorter is refreshed a quarter of its
+/// retention apart ([`refresh_every`]).
 pub const REFRESH_EVERY: Duration = Duration::from_secs(3600);
+
+/// How often stored positions are committed again on clusters that keep a group's
+/// committed offsets `retention` after their last commit (`offsets.retention.minutes`;
+/// `None`: unknown): a quarter of it, at most [`REFRESH_EVERY`], at least 5 s.
+pub fn refresh_every(retention: Option<Duration>) -> Duration {
+    retention.map_or(REFRESH_EVERY, |r| {
+        (r / 4).clamp(Duration::from_secs(5), REFRESH_EVERY)
+    })
+}
 
 /// A record produced and not yet acked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +203,20 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn positions_are_refreshed_a_quarter_of_the_retention_apart_at_most_hourly() {
+        let min = |m: u64| Some(Duration::from_secs(60 * m));
+        assert_eq!(refresh_every(None), REFRESH_EVERY);
+        assert_eq!(
+            refresh_every(min(7 * 24 * 60)),
+            REFRESH_EVERY,
+            "Kafka's 7 days"
+        );
+        assert_eq!(refresh_every(min(60)), Duration::from_secs(15 * 60));
+        assert_eq!(refresh_every(min(1)), Duration::from_secs(15));
+        assert_eq!(refresh_every(Some(Duration::ZERO)), Duration::from_secs(5));
+    }
     use proptest::prelude::*;
 
     fn rec(up: i64) -> InFlight {

@@ -27,7 +27,7 @@ impl Core {
         stored: Option<TopicPartitionList>,
     ) {
         let partitions = pairs(tpl);
-        if self.stopping {
+        if self.stopping && !partitions.is_empty() {
             // A stopping task would mirror what it takes with the configuration it stops
             // with (a reload restarting the flow: the old record transforms) until its turn
             // to leave. Taken paused and never read, such a partition waits for its next
@@ -41,6 +41,7 @@ impl Core {
                 .map(|(t, p)| format!("{t}[{p}]"))
                 .collect();
             tracing::info!(flow = %self.settings.flow, partitions = %names.join(", "), "assigned to a stopping task: not taken; left paused for the next owner");
+            self.book.recommit_unstored();
             return;
         }
         let generation = self
