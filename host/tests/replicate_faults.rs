@@ -1509,3 +1509,60 @@ fn holds_within(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
     cond()
 }
+
+/// Issue 34 item 8 (its first half): a single instance's replication task stops forwarding
+/// by itself once its lease term ended — measured on the boot clock, so a suspend counts —
+/// whatever the lease's task does (a process resumed after a stall runs its threads in any
+/// order). Here the lease's task never cancels anything: the task ends on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_instance_task_stops_by_itself_once_its_lease_term_ended() {
+    use kmirror::flow::single::{TermEnd, boot_time};
+    logs();
+    let (source, target) = mocks();
+    let servers = source.bootstrap_servers();
+    tokio::task::spawn_blocking(move || produce(&servers, "orders", 0..1000))
+        .await
+        .expect("produce");
+    let term = TermEnd::default();
+    term.set(boot_time() + Duration::from_secs(3600));
+    let abandon = CancellationToken::new();
+    let (running_tx, _running) = tokio::sync::mpsc::channel(1);
+    let (_rejoin_tx, rejoin) = watch::channel(0u64);
+    let shared = replication::TaskShared::new(Duration::from_secs(6), rejoin).single(
+        (1, 1),
+        abandon.clone(),
+        running_tx,
+        replication::Producers::default(),
+        term.clone(),
+    );
+    let (src, tgt) = (
+        cluster("primary", source.bootstrap_servers()),
+        cluster("backup", target.bootstrap_servers()),
+    );
+    let routes: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
+    let (_routes_tx, rx) = watch::channel(routes);
+    let telemetry = Arc::new(FlowTelemetry::new("primary->backup"));
+    let task = tokio::spawn(replication::run(
+        [src.clone(), tgt, src],
+        settings(),
+        rx,
+        CancellationToken::new(),
+        telemetry.clone(),
+        shared,
+    ));
+    let t = target.bootstrap_servers();
+    let early = tokio::task::spawn_blocking(move || {
+        count_ids(&t, "primary.orders", 500, Duration::from_secs(30))
+    })
+    .await
+    .expect("read");
+    assert!(early.len() >= 500, "mirroring under its term");
+    // The term ends (as after a stall or a suspend longer than the rest of it).
+    term.set(boot_time().saturating_sub(Duration::from_millis(1)));
+    let ended = tokio::time::timeout(Duration::from_secs(20), task)
+        .await
+        .expect("the task stopped by itself")
+        .expect("joined");
+    assert!(ended.is_ok(), "{ended:?}");
+    assert!(!abandon.is_cancelled(), "nothing told it to stop");
+}

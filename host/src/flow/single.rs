@@ -131,28 +131,79 @@ pub fn next_epoch(tail: &Tail, now_ms: i64) -> i32 {
     }
 }
 
+/// The time since boot, a suspend included (Linux's `CLOCK_BOOTTIME`). A term is measured
+/// on it: `Instant` stands still while the machine is suspended (a laptop's lid, a VM's
+/// snapshot), so a term measured on `Instant` would outlive a suspend by its length while
+/// the successor mirrors.
+pub fn boot_time() -> Duration {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `clock_gettime` writes the `timespec` it is given and nothing else.
+        if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } == 0 {
+            return Duration::new(
+                ts.tv_sec.max(0) as u64,
+                ts.tv_nsec.clamp(0, 999_999_999) as u32,
+            );
+        }
+    }
+    // Elsewhere (or should the call fail): the monotonic clock since the first call.
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed()
+}
+
+/// When the holder's current term ends, on [`boot_time`], shared by the lease's task with
+/// the replication tasks: each stops forwarding by itself once the end passed, whatever the
+/// lease's task is doing (a stalled process resumed, a machine woken from a suspend: its
+/// threads run in any order, and a record must not be handed over after the end).
+#[derive(Debug, Clone, Default)]
+pub struct TermEnd(Arc<std::sync::atomic::AtomicU64>);
+
+impl TermEnd {
+    /// The term ends at `ends` (since boot).
+    pub fn set(&self, ends: Duration) {
+        let nanos = u64::try_from(ends.as_nanos()).unwrap_or(u64::MAX).max(1);
+        self.0.store(nanos, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the term ended (never, before the first [`TermEnd::set`]).
+    pub fn over(&self) -> bool {
+        let ends = self.0.load(std::sync::atomic::Ordering::Acquire);
+        ends != 0 && u64::try_from(boot_time().as_nanos()).unwrap_or(u64::MAX) >= ends
+    }
+}
+
 /// A holder's term: it holds the lease until two thirds of a lease after the start of its
-/// last renewal that succeeded (a new holder waits a whole lease after fencing it).
+/// last renewal that succeeded (a new holder waits a whole lease after fencing it). Times
+/// are on [`boot_time`].
 #[derive(Debug, Clone, Copy)]
 pub struct Term {
     lease: Duration,
-    renewed: Instant,
+    renewed: Duration,
 }
 
 impl Term {
     /// A term of `lease` whose first renewal started at `at`.
-    pub fn new(lease: Duration, at: Instant) -> Self {
+    pub fn new(lease: Duration, at: Duration) -> Self {
         Term { lease, renewed: at }
     }
 
     /// A renewal that started at `at` succeeded.
-    pub fn renewed(&mut self, at: Instant) {
+    pub fn renewed(&mut self, at: Duration) {
         self.renewed = self.renewed.max(at);
     }
 
     /// When the holder stops counting itself the holder.
-    pub fn ends(&self) -> Instant {
+    pub fn ends(&self) -> Duration {
         self.renewed + self.lease * 2 / 3
+    }
+
+    /// How long until the term ends (zero once it did).
+    pub fn left(&self) -> Duration {
+        self.ends().saturating_sub(boot_time())
     }
 
     /// How often it renews: five times a lease, so two renewals may fail in a row.
@@ -252,6 +303,10 @@ pub struct Lease {
     flow: String,
     /// When the first renewal (the take's write) started.
     taken: Instant,
+    /// The same, on [`boot_time`].
+    taken_boot: Duration,
+    /// When its term ends, shared with the replication tasks.
+    term_end: TermEnd,
     /// Before this, the earlier holder may still mirror: not released before.
     not_before: Instant,
     /// A transactional call that timed out: the next write resumes it (librdkafka refuses
@@ -320,12 +375,15 @@ impl Lease {
             lease,
             flow: flow.to_string(),
             taken: Instant::now(),
+            taken_boot: boot_time(),
+            term_end: TermEnd::default(),
             not_before: Instant::now(),
             pending: Arc::default(),
             groups: None,
         };
         loop {
             this.taken = Instant::now();
+            this.taken_boot = boot_time();
             match this.write(State::Held).await {
                 Ok(()) => break,
                 // Another instance fenced this one while it was taking the lease.
@@ -347,6 +405,8 @@ impl Lease {
             }
         }
         this.not_before = this.taken + wait;
+        this.term_end
+            .set(Term::new(this.lease, this.taken_boot).ends());
         let previous = match &tail {
             Tail::Empty => "none".to_string(),
             Tail::Last(r) => format!("{} ({:?})", r.instance, r.state),
@@ -359,6 +419,12 @@ impl Lease {
     /// The take's epoch (the replication tasks' owner generation).
     pub fn epoch(&self) -> i32 {
         self.epoch
+    }
+
+    /// When its term ends, as the lease's task moves it at each renewal: for the
+    /// replication tasks, which stop forwarding by themselves once it passed.
+    pub fn term_end(&self) -> TermEnd {
+        self.term_end.clone()
     }
 
     /// The same, losing the lease as soon as one of `groups` on `source` has members
@@ -465,7 +531,7 @@ impl Lease {
         let _stop_watching = watching.clone().drop_guard();
         let mut watcher = tokio::spawn(watch_groups(self.groups.clone(), self.lease, watching));
         let mut watch_ended = false;
-        let mut term = Term::new(self.lease, self.taken);
+        let mut term = Term::new(self.lease, self.taken_boot);
         let mut last_error: Option<String> = None;
         let lose = |why: String| {
             lost.cancel();
@@ -479,9 +545,11 @@ impl Lease {
             })
         };
         loop {
-            let next = (Instant::now() + term.every()).min(term.ends());
+            // Slept on tokio's clock (it stands still in a suspend); the end is checked on
+            // the boot clock, and the replication tasks check it themselves.
+            let next = term.every().min(term.left());
             tokio::select! {
-                _ = tokio::time::sleep_until(next.into()) => {}
+                _ = tokio::time::sleep(next) => {}
                 closed = tasks.recv(), if stop.is_cancelled() => if closed.is_none() { break },
                 _ = stop.cancelled(), if !stop.is_cancelled() => continue,
                 watched = &mut watcher, if !watch_ended => {
@@ -492,23 +560,27 @@ impl Lease {
                     continue;
                 }
             }
-            if Instant::now() >= term.ends() {
+            if term.left().is_zero() {
                 let why = last_error.take().unwrap_or_else(|| "no answer".into());
                 return lose(format!(
                     "not renewed for {:?} (two thirds of the lease): {why}",
                     self.lease * 2 / 3
                 ));
             }
-            let started = Instant::now();
+            let started = boot_time();
             let written = tokio::select! {
                 w = self.write(State::Held) => w,
-                _ = tokio::time::sleep_until(term.ends().into()) => Err(WriteError::Failed("the renewal did not end in time".into())),
+                _ = tokio::time::sleep(term.left()) => Err(WriteError::Failed("the renewal did not end in time".into())),
             };
             match written {
-                Ok(()) => {
+                Ok(()) if !term.left().is_zero() => {
                     term.renewed(started);
+                    self.term_end.set(term.ends());
                     last_error = None;
                 }
+                // Written only after the term ended (the process stalled meanwhile): the
+                // replication tasks stopped at the end; the next pass reports it lost.
+                Ok(()) => {}
                 Err(WriteError::Fenced(why)) => {
                     return lose(format!(
                         "the lease's transactional id was refused — another instance took the lease (is a second instance running with single_instance = true?), or the id is not authorized: {why}"
@@ -669,7 +741,7 @@ mod tests {
     fn a_holder_counts_itself_the_holder_until_two_thirds_of_a_lease_after_its_last_renewal_began()
     {
         let lease = Duration::from_secs(9);
-        let t0 = Instant::now();
+        let t0 = boot_time();
         let mut term = Term::new(lease, t0);
         assert_eq!(term.every(), Duration::from_millis(1800));
         assert_eq!(term.ends(), t0 + Duration::from_secs(6));
@@ -680,6 +752,20 @@ mod tests {
         assert_eq!(term.ends(), t0 + Duration::from_secs(8));
         // Two renewals in a row may fail: the third comes before the end.
         assert!(t0 + Duration::from_secs(2) + term.every() * 3 < term.ends());
+    }
+
+    #[test]
+    fn a_term_end_is_over_once_the_boot_clock_passed_it_and_never_before_it_is_set() {
+        let end = TermEnd::default();
+        assert!(!end.over(), "not set: no term to end");
+        end.set(boot_time() + Duration::from_secs(3600));
+        assert!(!end.over());
+        let shared = end.clone();
+        end.set(boot_time().saturating_sub(Duration::from_millis(1)));
+        assert!(shared.over(), "seen by every clone");
+        // The boot clock moves on, never back.
+        let (a, b) = (boot_time(), boot_time());
+        assert!(b >= a && a > Duration::ZERO);
     }
 
     #[test]

@@ -197,7 +197,14 @@ pub async fn run(
         let (running_tx, running) = tokio::sync::mpsc::channel(1);
         let (abandon, producers) = (CancellationToken::new(), replication::Producers::default());
         let tasks_of = (fs.replication_tasks, epoch);
-        shared = shared.single(tasks_of, abandon.clone(), running_tx, producers.clone());
+        let term = lease.term_end();
+        shared = shared.single(
+            tasks_of,
+            abandon.clone(),
+            running_tx,
+            producers.clone(),
+            term,
+        );
         let held = lease.hold(running, abandon, producers, stop.clone(), telemetry.clone());
         tasks.spawn_fallible("single-instance lease", &stop, held);
         if !wait.is_zero() {

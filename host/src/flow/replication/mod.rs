@@ -90,6 +90,9 @@ pub struct TaskShared {
     /// A single instance's lease epoch: the owner generation of its partitions' offset
     /// syncs (a group member's is its group generation).
     pub epoch: Option<i32>,
+    /// When a single instance's lease term ends: the tasks stop forwarding by themselves
+    /// once it passed (as if `abandon` were cancelled).
+    pub term: Option<crate::flow::single::TermEnd>,
 }
 
 /// The target producers of a single instance's replication tasks: purged at once, from the
@@ -149,22 +152,25 @@ impl TaskShared {
             running: None,
             producers: None,
             epoch: None,
+            term: None,
         }
     }
 
     /// The same for a single-instance flow's `tasks` tasks, under the lease of `epoch`: each
     /// takes its share of the routed partitions itself, registers its producer in
-    /// `producers`, stops at once when `abandon` is cancelled, and holds `running` while it
-    /// runs.
+    /// `producers`, stops at once when `abandon` is cancelled or its `term` ended, and holds
+    /// `running` while it runs.
     pub fn single(
         mut self,
         (tasks, epoch): (u32, i32),
         abandon: CancellationToken,
         running: tokio::sync::mpsc::Sender<()>,
         producers: Producers,
+        term: crate::flow::single::TermEnd,
     ) -> Self {
         self.split = Some(tasks);
         self.epoch = Some(epoch);
+        self.term = Some(term);
         self.abandon = abandon;
         self.running = Some(running);
         self.producers = Some(producers);
@@ -315,6 +321,7 @@ pub async fn run(
         abandon: shared.abandon,
         producers: shared.producers,
         epoch: shared.epoch,
+        term: shared.term,
     };
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let name = format!("kmirror-replicate-{}", ctx.settings.flow);
@@ -368,8 +375,8 @@ pub async fn run_restarting(
         if started.elapsed() > Duration::from_secs(60) {
             backoff = Duration::from_millis(500);
         }
-        if shared.abandon.is_cancelled() {
-            return; // the single-instance lease is lost: never again
+        if shared.abandon.is_cancelled() || shared.term.as_ref().is_some_and(|t| t.over()) {
+            return; // the single-instance lease is lost (or its term ended): never again
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,

@@ -88,6 +88,18 @@ pub struct WorkerContext {
     pub producers: Option<super::Producers>,
     /// A single instance's lease epoch (its partitions' owner generation).
     pub epoch: Option<i32>,
+    /// When a single instance's lease term ends.
+    pub term: Option<crate::flow::single::TermEnd>,
+}
+
+impl WorkerContext {
+    /// Whether the task must stop at once: the single-instance lease is lost, or its term
+    /// ended (checked here, by the task itself, on the boot clock: a process that stalled
+    /// past the term, or a machine woken from a suspend, forwards nothing more whatever
+    /// the lease's task is doing).
+    fn abandoned(&self) -> bool {
+        self.abandon.is_cancelled() || self.term.as_ref().is_some_and(|t| t.over())
+    }
 }
 
 /// Commits progress through the group member on its own thread, one commit at a time, so
@@ -292,9 +304,9 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     let mut stopping: Option<Instant> = None;
     let mut rejoin = false;
     loop {
-        if ctx.abandon.is_cancelled() {
-            // The single-instance lease is lost: another instance may mirror a third of a
-            // lease from now. The lease's task purged the producer; purged again here
+        if ctx.abandoned() {
+            // The single-instance lease is lost (or its term ended): another instance may
+            // mirror a third of a lease from now. The lease's task purged the producer; purged again here
             // (should it have ended otherwise), nothing more is sent, and what was acked
             // has its progress stored.
             core.lock().purge();
@@ -378,8 +390,8 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
         let mut c = core.lock();
         c.committed(consumer.context().take_commits());
         while let Some((msg, fate)) = pending.front() {
-            if ctx.abandon.is_cancelled() {
-                break; // the lease is lost: nothing more is sent
+            if ctx.abandoned() {
+                break; // the lease is lost or its term ended: nothing more is sent
             }
             if c.forward(&consumer, msg, fate, now) == Forwarded::Done {
                 pending.pop_front();
@@ -450,7 +462,7 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
     // The producer goes with the last handle of the core: what it still holds is purged,
     // never sent (a lost single-instance lease relies on it).
     drop(core);
-    let abandoned = ctx.abandon.is_cancelled();
+    let abandoned = ctx.abandoned();
     tracing::info!(flow = %ctx.settings.flow, member, abandoned, "replication task stopped");
     ctx.leave.left(member, generation, Instant::now());
     Ok(())
