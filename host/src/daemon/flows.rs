@@ -58,6 +58,8 @@ pub struct Flows {
     telemetry: Arc<Telemetry>,
     /// The target topics the flows mirror into (two flows never write one).
     claims: TargetClaims,
+    /// Component files of flows started in place of an old version since last asked.
+    started_files: Vec<PathBuf>,
 }
 
 impl Flows {
@@ -73,6 +75,7 @@ impl Flows {
             root,
             telemetry,
             claims: TargetClaims::default(),
+            started_files: Vec::new(),
         }
     }
 
@@ -181,7 +184,8 @@ impl Flows {
         }
     }
 
-    /// Stops the flow of `flow`'s name and starts `flow` once it has stopped.
+    /// Stops the flow of `flow`'s name and starts `flow` once it has stopped (at once if
+    /// none runs).
     pub fn restart(&mut self, flow: ResolvedFlow) {
         let name = flow.name.clone();
         if self.running.contains_key(&name) {
@@ -222,8 +226,11 @@ impl Flows {
                 r.hashes.insert(path.clone(), sha.clone());
             }
         }
-        r.hashes
-            .retain(|path, _| flow.slots.components.contains_key(path));
+        if !pending {
+            // (The old version, still stopping, keeps running its files.)
+            r.hashes
+                .retain(|path, _| flow.slots.components.contains_key(path));
+        }
         let names = supervisor::chain_names(&flow.roles.record_transforms);
         r.plugins.replace_chain(
             flow.roles.record_transforms.clone(),
@@ -237,6 +244,25 @@ impl Flows {
         } else {
             r.flow = Arc::new(flow);
         }
+    }
+
+    /// Whether the flow `name` stops and nothing takes its place (a removed flow).
+    pub fn stopping_for_good(&self, name: &str) -> bool {
+        self.running.get(name).is_some_and(|r| r.stopping.is_some())
+            && !self.pending.contains_key(name)
+    }
+
+    /// The component files of flows started in place of an old version since the last
+    /// call (their plugin files may be newer than their plan).
+    pub fn take_started_files(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.started_files)
+    }
+
+    /// Starts `next`, queued in place of a flow that stopped.
+    fn start_queued(&mut self, next: Arc<ResolvedFlow>) {
+        self.started_files
+            .extend(next.slots.components.keys().cloned());
+        self.start_shared(next);
     }
 
     /// Whether a flow of `name` waits for its old version to stop before it starts.
@@ -271,7 +297,7 @@ impl Flows {
         self.running.remove(&exit.name);
         self.telemetry.remove_flow(&exit.name);
         if let Some(next) = self.pending.remove(&exit.name) {
-            self.start_shared(next);
+            self.start_queued(next);
         }
         match exit.result {
             Err(e @ FlowError::ModeConflict { .. }) if !asked => {
@@ -317,7 +343,7 @@ impl Flows {
                 self.telemetry.remove_flow(name);
             }
             if let Some(next) = self.pending.remove(name) {
-                self.start_shared(next);
+                self.start_queued(next);
             }
         }
         overdue

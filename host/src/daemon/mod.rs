@@ -90,9 +90,15 @@ struct Daemon {
     /// An applied reload that restarts flows: its summary and the flows it restarts. It is
     /// reported once each of them stopped and started again.
     restarting: Option<Restarting>,
-    /// A reload planned while a plugin rescan ran: applied once it ended (a rescan copies
-    /// the roles in force and installs the copy, which would undo a chain changed meanwhile).
-    deferred: Option<reload::Plan>,
+    /// A reload whose plan met a plugin rescan (running when the plan was ready, or ended
+    /// while it was made): it is planned again once the rescan ended, from the files and
+    /// flows as they are then (a rescan copies the roles in force and installs the copy,
+    /// and a plan carries plugin files read before it: either would undo the other).
+    reload_after_rescan: bool,
+    /// Rescans started so far (a reload notes the count when it starts planning).
+    rescans: u64,
+    /// The rescan count when the running reload started planning.
+    reload_saw: u64,
     done_tx: mpsc::UnboundedSender<Done>,
 }
 
@@ -131,7 +137,9 @@ pub async fn run(
         reloading: false,
         reload_again: false,
         restarting: None,
-        deferred: None,
+        reload_after_rescan: false,
+        rescans: 0,
+        reload_saw: 0,
         done_tx,
     };
     d.watch_dir(&config.plugins_dir);
@@ -169,6 +177,7 @@ pub async fn run(
                     root.cancel();
                 }
                 d.restarted();
+                d.rescan_restarted();
             }
             _ = tick.tick() => {
                 if stopping {
@@ -186,6 +195,7 @@ pub async fn run(
                             .extend(abandoned.into_iter().filter(|n| r.flows.contains(n)));
                     }
                     d.restarted();
+                    d.rescan_restarted();
                 }
             }
             Some(paths) = changes.recv(), if !stopping => {
@@ -232,6 +242,7 @@ impl Daemon {
         let Some(mut seen) = self.seen.take() else {
             return; // running: the paths wait for the next one
         };
+        self.rescans += 1;
         let changed = std::mem::take(&mut self.changed);
         let targets: Vec<plugins::Target> = self
             .flows
@@ -260,11 +271,14 @@ impl Daemon {
             return;
         }
         self.reloading = true;
+        self.reload_saw = self.rescans;
         tracing::info!(config = %path.display(), "reloading the configuration");
         let current: BTreeMap<String, reload::Current> = self
             .flows
             .running()
             .iter()
+            // A removed flow still stopping is gone: listed again, it starts anew.
+            .filter(|(name, _)| !self.flows.stopping_for_good(name))
             .map(|(name, r)| {
                 // A flow waiting to restart is compared as it will run.
                 let configured = self.flows.configured(name);
@@ -303,8 +317,10 @@ impl Daemon {
                     self.flows.reloaded(&a.flow, a.path, a.sha256);
                 }
                 self.seen = Some(seen);
-                if let Some(plan) = self.deferred.take() {
-                    self.apply(plan);
+                if std::mem::take(&mut self.reload_after_rescan) {
+                    if let Some(path) = path {
+                        self.reload(path, cache);
+                    }
                 }
                 if !self.changed.is_empty() {
                     self.rescan();
@@ -313,12 +329,16 @@ impl Daemon {
             Done::Reload(plan) => {
                 self.reloading = false;
                 match plan {
-                    // Never beside a rescan (see `deferred`).
-                    Ok(plan) if self.seen.is_none() => {
+                    // Never beside a rescan (see `reload_after_rescan`).
+                    Ok(_) if self.seen.is_none() || self.rescans != self.reload_saw => {
                         tracing::info!(
-                            "a plugin rescan runs: the reloaded configuration is applied once it ended"
+                            "a plugin file was checked meanwhile: the configuration is reloaded again once that check ended"
                         );
-                        self.deferred = Some(plan);
+                        if self.seen.is_none() {
+                            self.reload_after_rescan = true;
+                        } else {
+                            self.reload_again = true;
+                        }
                     }
                     Ok(plan) => self.apply(plan),
                     Err(why) => {
@@ -353,7 +373,8 @@ impl Daemon {
             self.flows.restart(flow);
         }
         for flow in plan.start {
-            self.flows.start(flow);
+            // A removed flow still stopping and listed again: it starts once stopped.
+            self.flows.restart(flow);
         }
         if restarting.is_empty() {
             tracing::info!(changes = %summary, "configuration reloaded");
@@ -378,6 +399,17 @@ impl Daemon {
                 }
             }
             self.restarted();
+        }
+    }
+
+    /// Checks the component files of flows that just started their new version (planned
+    /// before a rescan may have swapped newer files into the old one): a newer file is
+    /// swapped in as by any rescan.
+    fn rescan_restarted(&mut self) {
+        let paths = self.flows.take_started_files();
+        if !paths.is_empty() {
+            self.changed.extend(paths);
+            self.rescan();
         }
     }
 

@@ -162,17 +162,46 @@ pub fn boot_time() -> Duration {
 #[derive(Debug, Clone, Default)]
 pub struct TermEnd(Arc<std::sync::atomic::AtomicU64>);
 
+/// A term end that was found passed: it never moves again.
+const CLOSED: u64 = 1;
+
 impl TermEnd {
-    /// The term ends at `ends` (since boot).
-    pub fn set(&self, ends: Duration) {
-        let nanos = u64::try_from(ends.as_nanos()).unwrap_or(u64::MAX).max(1);
-        self.0.store(nanos, std::sync::atomic::Ordering::Release);
+    /// The term ends at `ends` (since boot), unless it was found ended already (then
+    /// `false`: a task may have stopped on it, so the lease counts as lost).
+    pub fn set(&self, ends: Duration) -> bool {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire};
+        let nanos = u64::try_from(ends.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(CLOSED + 1);
+        self.0
+            .fetch_update(AcqRel, Acquire, |now| (now != CLOSED).then_some(nanos))
+            .is_ok()
     }
 
-    /// Whether the term ended (never, before the first [`TermEnd::set`]).
+    /// Whether the term ended (never, before the first [`TermEnd::set`]). Once seen ended
+    /// it stays ended: a renewal that comes after it cannot reopen it.
     pub fn over(&self) -> bool {
-        let ends = self.0.load(std::sync::atomic::Ordering::Acquire);
-        ends != 0 && u64::try_from(boot_time().as_nanos()).unwrap_or(u64::MAX) >= ends
+        use std::sync::atomic::Ordering::{AcqRel, Acquire};
+        loop {
+            let ends = self.0.load(Acquire);
+            if ends == 0 {
+                return false;
+            }
+            if ends == CLOSED {
+                return true;
+            }
+            if u64::try_from(boot_time().as_nanos()).unwrap_or(u64::MAX) < ends {
+                return false;
+            }
+            if self
+                .0
+                .compare_exchange(ends, CLOSED, AcqRel, Acquire)
+                .is_ok()
+            {
+                return true;
+            }
+            // Renewed meanwhile: judged again against the new end.
+        }
     }
 }
 
@@ -573,14 +602,23 @@ impl Lease {
                 _ = tokio::time::sleep(term.left()) => Err(WriteError::Failed("the renewal did not end in time".into())),
             };
             match written {
-                Ok(()) if !term.left().is_zero() => {
-                    term.renewed(started);
-                    self.term_end.set(term.ends());
+                Ok(())
+                    if !term.left().is_zero() && {
+                        term.renewed(started);
+                        self.term_end.set(term.ends())
+                    } =>
+                {
                     last_error = None;
                 }
-                // Written only after the term ended (the process stalled meanwhile): the
-                // replication tasks stopped at the end; the next pass reports it lost.
-                Ok(()) => {}
+                // Written only once the term had ended (the process stalled meanwhile) or
+                // a replication task found it ended first: the tasks stop at the end, so
+                // the lease is lost.
+                Ok(()) => {
+                    return lose(format!(
+                        "the renewal was written only after the term ended ({:?} after the last one began; did the process stall or the machine sleep?)",
+                        self.lease * 2 / 3
+                    ));
+                }
                 Err(WriteError::Fenced(why)) => {
                     return lose(format!(
                         "the lease's transactional id was refused — another instance took the lease (is a second instance running with single_instance = true?), or the id is not authorized: {why}"
@@ -758,11 +796,14 @@ mod tests {
     fn a_term_end_is_over_once_the_boot_clock_passed_it_and_never_before_it_is_set() {
         let end = TermEnd::default();
         assert!(!end.over(), "not set: no term to end");
-        end.set(boot_time() + Duration::from_secs(3600));
+        assert!(end.set(boot_time() + Duration::from_secs(3600)));
         assert!(!end.over());
         let shared = end.clone();
-        end.set(boot_time().saturating_sub(Duration::from_millis(1)));
+        assert!(end.set(boot_time().saturating_sub(Duration::from_millis(1))));
         assert!(shared.over(), "seen by every clone");
+        // Found ended, it stays so: a renewal after it cannot reopen it.
+        assert!(!end.set(boot_time() + Duration::from_secs(3600)));
+        assert!(end.over());
         // The boot clock moves on, never back.
         let (a, b) = (boot_time(), boot_time());
         assert!(b >= a && a > Duration::ZERO);

@@ -123,19 +123,26 @@ pub async fn run(
     // Stored positions are committed again well inside the offset retention of the
     // clusters holding them (the source; the target too for exactly-once): asked once, for
     // at most 3 s (unknown: hourly).
-    let retention = tokio::time::timeout(std::time::Duration::from_secs(3), async {
-        let on_target = async {
-            match fs.exactly_once {
-                Some(_) => target.offsets_retention().await,
-                None => None,
-            }
-        };
-        let (s, t) = tokio::join!(source.offsets_retention(), on_target);
-        [s, t].into_iter().flatten().min()
-    })
-    .await
-    .ok()
-    .flatten();
+    let asked = |c: &Cluster| {
+        let c = c.clone();
+        async move {
+            tokio::time::timeout(std::time::Duration::from_secs(3), c.offsets_retention())
+                .await
+                .ok()
+                .flatten()
+        }
+    };
+    let on_target = async {
+        match fs.exactly_once {
+            Some(_) => asked(&target).await,
+            None => None,
+        }
+    };
+    let (on_source, on_target) = tokio::join!(asked(&source), on_target);
+    let retention = [on_source, on_target].into_iter().flatten().min();
+    if retention.is_none() {
+        tracing::debug!(flow = %name, "the clusters' offsets.retention.minutes is unknown (not served, or no DESCRIBE_CONFIGS): stored positions are committed again hourly");
+    }
     let refresh_every = replication::progress::refresh_every(retention);
     if retention.is_some_and(|r| r < std::time::Duration::from_secs(4 * 3600)) {
         tracing::info!(flow = %name, retention_s = retention.map(|r| r.as_secs()), refresh_s = refresh_every.as_secs(), "the clusters keep committed offsets briefly: stored positions are committed again this often");

@@ -382,6 +382,7 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
     // When reading the count last failed (it is tried again 2 s later).
     let mut count_failed: Option<Instant> = None;
     let mut count_failures = 0u32;
+    let mut count_generation: Option<i32> = None;
     while !shutdown.is_cancelled() {
         // Serves the group (rebalances run in here); the topic is never read.
         if let Some(Err(e)) = member.poll(Duration::from_millis(100)) {
@@ -404,7 +405,13 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
                 ctx.telemetry.tick("shards", Duration::from_secs(1));
                 continue;
             }
-            // Ten seconds of a group that never seems stable: the metadata decides.
+            // Ten seconds of a group that never seems stable (in this generation): the
+            // metadata decides. A group holding more shards than the metadata lists never
+            // falls back (that metadata is behind).
+            if count_generation != Some(generation) {
+                count_generation = Some(generation);
+                count_failures = 0;
+            }
             let metadata_only = count_failures >= 5;
             match shard_count(&member, &group, &topic, &ctx.target.alias, metadata_only) {
                 Ok(n) => {
@@ -436,7 +443,9 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
                         &why,
                     );
                     count_failed = Some(Instant::now());
-                    count_failures += 1;
+                    if why.contains("is rebalancing") {
+                        count_failures += 1;
+                    }
                     ctx.telemetry.tick("shards", Duration::from_secs(1));
                     continue;
                 }
