@@ -76,10 +76,14 @@ fn kill_9_ten_times_under_load_loses_nothing() {
         duplicated as f64 / kills as f64
     );
     assert_eq!(missing, 0, "log:\n{}", last.logs());
-    // One in-flight window per kill: what was acked since the last progress commit (every
-    // 500 ms here) plus what was in flight, at this feed rate well under two seconds' worth.
+    // One window per kill: what was acked since the last progress commit (every 500 ms
+    // here) plus what was in flight. Each restart first catches up what arrived while no
+    // instance ran, far faster than the feed, so a kill during the catch-up costs more
+    // than half a second of feed: measured on Apache Kafka 399-548 per kill alone (the
+    // code before this session's changes alike: 414-548), 862 once beside the other fault
+    // tests and a Prometheus. Bounded at three seconds of feed per kill.
     assert!(
-        duplicated <= kills * 2 * RATE,
+        duplicated <= kills * 3 * RATE,
         "{duplicated} duplicates for {kills} kills at {RATE} records/s"
     );
     assert_eq!(last.stop(), Some(0));

@@ -265,9 +265,16 @@ fn the_dashboard_and_the_alerts_work_against_a_real_prometheus() {
         k.logs()
     );
 
-    prometheus.wait("Prometheus to have the partitions' lag", || {
+    let lag = poll_until(T, || {
         (prometheus.query("kmirror_partition_lag_records").len() == 3).then_some(())
     });
+    assert!(
+        lag.is_some(),
+        "Prometheus never had the lag of the 3 partitions: {:?}\n/status: {:?}\nlog:\n{}",
+        prometheus.query("kmirror_partition_lag_records"),
+        http_get(&status, "/status").map(|(_, s)| s),
+        k.logs()
+    );
     // Every dashboard query runs; each returns series (but those that show only non-zero
     // values, of which there are none yet).
     prometheus.wait("every dashboard query to return series", || {

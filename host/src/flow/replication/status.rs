@@ -15,7 +15,15 @@ impl Core {
         let mut partitions: BTreeMap<String, BTreeMap<i32, PartitionStatus>> = BTreeMap::new();
         let mut oldest: Option<Instant> = None;
         for p in self.book.partitions() {
-            let position = p.progress.committable();
+            // Where mirroring has got: before the first record since the assignment (a quiet
+            // partition handed over), the stored progress read at the assignment — its lag
+            // is known, not blank.
+            let position = p
+                .progress
+                .committable()
+                .or(p.progress.committed())
+                .or(p.progress.stored())
+                .or(p.expect);
             let end = cached_watermarks(consumer.client(), &p.topic, p.partition).map(|(_, h)| h);
             if let Some(sent) = p.progress.oldest_sent() {
                 oldest = Some(oldest.map_or(sent, |o| o.min(sent)));
