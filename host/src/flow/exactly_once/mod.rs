@@ -172,9 +172,10 @@ fn shard_count<C: ConsumerContext>(
         g.members()
             .iter()
             .filter_map(|m| m.assignment())
-            .filter_map(|a| assigned_partitions(a, topic))
+            .filter_map(crate::kafka::assignment::decode_assignment)
             .flatten()
-            .filter(|p| *p >= 0)
+            .filter(|(t, p)| t == topic && *p >= 0)
+            .map(|(_, p)| p)
             .max()
     });
     let metadata = member
@@ -201,32 +202,6 @@ fn shard_count<C: ConsumerContext>(
         ))),
         None => Err(what(&"not in the metadata")),
     }
-}
-
-/// The partitions of `topic` in a consumer-protocol member assignment (version, then each
-/// topic's name and partitions); `None` if it cannot be read.
-fn assigned_partitions(bytes: &[u8], topic: &str) -> Option<Vec<i32>> {
-    fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        let (head, tail) = (rest.get(..n)?, rest.get(n..)?);
-        *rest = tail;
-        Some(head)
-    }
-    let rest = &mut &bytes[..];
-    let int16 = |r: &mut &[u8]| take(r, 2).map(|b| i16::from_be_bytes([b[0], b[1]]));
-    let int32 = |r: &mut &[u8]| take(r, 4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-    int16(rest)?; // version
-    let mut out = Vec::new();
-    for _ in 0..int32(rest)?.max(0) {
-        let len = int16(rest)?.max(0) as usize;
-        let name = take(rest, len)?;
-        for _ in 0..int32(rest)?.max(0) {
-            let p = int32(rest)?;
-            if name == topic.as_bytes() {
-                out.push(p);
-            }
-        }
-    }
-    Some(out)
 }
 
 /// A running shard.
@@ -535,40 +510,4 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
     shared.stop(&all, false, Instant::now() + ctx.drain_timeout);
     ctx.telemetry.loop_ended("shards");
     drop(member);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn assignment(topics: &[(&str, &[i32])]) -> Vec<u8> {
-        let mut b = 1i16.to_be_bytes().to_vec();
-        b.extend((topics.len() as i32).to_be_bytes());
-        for (name, partitions) in topics {
-            b.extend((name.len() as i16).to_be_bytes());
-            b.extend(name.as_bytes());
-            b.extend((partitions.len() as i32).to_be_bytes());
-            for p in *partitions {
-                b.extend(p.to_be_bytes());
-            }
-        }
-        b.extend((-1i32).to_be_bytes()); // no user data
-        b
-    }
-
-    #[test]
-    fn a_members_assignment_is_read_for_the_shards_topic_only() {
-        let a = assignment(&[("other", &[7]), ("kmirror-shards.a.internal", &[0, 2])]);
-        assert_eq!(
-            assigned_partitions(&a, "kmirror-shards.a.internal"),
-            Some(vec![0, 2])
-        );
-        assert_eq!(assigned_partitions(&a, "absent"), Some(vec![]));
-        // Cut short or garbage: not read, never a panic.
-        assert_eq!(
-            assigned_partitions(&a[..a.len() - 9], "kmirror-shards.a.internal"),
-            None
-        );
-        assert_eq!(assigned_partitions(&[0xff], "t"), None);
-    }
 }
