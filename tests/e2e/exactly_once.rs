@@ -608,6 +608,35 @@ fn a_flow_switched_back_to_exactly_once_does_not_mirror_the_at_least_once_period
     assert_eq!(k.stop(), Some(0));
 }
 
+/// Asserts that the instance `waiting` (status at `waiting_status`) says it waits for the
+/// `other` mode's instances and mirrors nothing while the one at `running_status` mirrors
+/// 500 more records.
+fn waits_while_the_other_mirrors(
+    waiting: &Kmirror,
+    waiting_status: &str,
+    other: &str,
+    running_status: &str,
+) {
+    let said = format!("{other} instances of this flow run");
+    wait_for(
+        &format!("the instance to wait for the {other} ones"),
+        T,
+        || waiting.logs().contains(&said).then_some(()),
+    );
+    let before = mirrored_by(running_status).unwrap_or(0);
+    wait_for(
+        &format!("the {other} instance to mirror on meanwhile"),
+        T,
+        || (mirrored_by(running_status)? >= before + 500).then_some(()),
+    );
+    assert_eq!(
+        mirrored_by(waiting_status),
+        Some(0),
+        "the waiting instance mirrored (or shows no status); log:\n{}",
+        waiting.logs()
+    );
+}
+
 /// Issue 34 item 3: instances of one flow in both delivery modes. A rolling update that
 /// turns exactly-once on starts an exactly-once instance beside at-least-once ones: it waits
 /// until they stopped (before the fix both ran, and 25,087 of 73,650 records were
@@ -635,41 +664,13 @@ fn instances_of_both_delivery_modes_never_mirror_at_once() {
     first_commit(&status_a, &a);
     // Exactly-once turned on, one instance first: it waits.
     let mut b = Kmirror::start(&eos, &dir.path().join("eos.log"));
-    wait_for("the exactly-once instance waits", T, || {
-        b.logs()
-            .contains("at-least-once instances of this flow run")
-            .then_some(())
-    });
-    let before = mirrored_by(&status_a).unwrap_or(0);
-    wait_for("at-least-once mirrors on meanwhile", T, || {
-        (mirrored_by(&status_a)? >= before + 500).then_some(())
-    });
-    assert_eq!(
-        mirrored_by(&status_b),
-        Some(0),
-        "the waiting instance mirrored (or shows no status); log:\n{}",
-        b.logs()
-    );
+    waits_while_the_other_mirrors(&b, &status_b, "at-least-once", &status_a);
     // The last at-least-once instance stops: exactly-once starts where it got.
     assert_eq!(a.stop(), Some(0), "log:\n{}", a.logs());
     first_commit(&status_b, &b);
     // An at-least-once instance started beside it (a rollback half done) waits too.
     let mut a = Kmirror::start(&alo, &dir.path().join("alo-2.log"));
-    wait_for("the at-least-once instance waits", T, || {
-        a.logs()
-            .contains("exactly-once instances of this flow run")
-            .then_some(())
-    });
-    let before = mirrored_by(&status_b).unwrap_or(0);
-    wait_for("exactly-once mirrors on meanwhile", T, || {
-        (mirrored_by(&status_b)? >= before + 500).then_some(())
-    });
-    assert_eq!(
-        mirrored_by(&status_a),
-        Some(0),
-        "the waiting instance mirrored (or shows no status); log:\n{}",
-        a.logs()
-    );
+    waits_while_the_other_mirrors(&a, &status_a, "exactly-once", &status_b);
     assert_eq!(a.stop(), Some(0), "a waiting instance stops cleanly");
     let produced = feeder.stop();
     let (missing, duplicated, _) = tally_committed(&backup.addr, "primary.shared", 2, produced);

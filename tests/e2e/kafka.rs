@@ -197,6 +197,24 @@ fn config_with_clusters(dir: &Path, primary: &str, backup: &str, flow: &str) -> 
     path
 }
 
+/// Grants `alice` every operation on every topic and group of the cluster at `addr`.
+fn allow_alice_all_on_topics_and_groups(addr: &str) {
+    for (resource, name) in [("--topic", "*"), ("--group", "*")] {
+        acl_command(
+            addr,
+            &[
+                "--add",
+                "--allow-principal",
+                "User:alice",
+                "--operation",
+                "All",
+                resource,
+                name,
+            ],
+        );
+    }
+}
+
 #[test]
 fn a_topic_whose_configs_cannot_be_read_is_not_created() {
     let (primary, backup) = Broker::kafka_pair(
@@ -211,20 +229,7 @@ fn a_topic_whose_configs_cannot_be_read_is_not_created() {
     src.produce_ids("secret", 1, 0, 10);
     // alice may do anything with topics, groups and the cluster, except read the configs
     // of one topic.
-    for (resource, name) in [("--topic", "*"), ("--group", "*")] {
-        acl_command(
-            &primary.addr,
-            &[
-                "--add",
-                "--allow-principal",
-                "User:alice",
-                "--operation",
-                "All",
-                resource,
-                name,
-            ],
-        );
-    }
+    allow_alice_all_on_topics_and_groups(&primary.addr);
     acl_command(
         &primary.addr,
         &[
@@ -369,20 +374,7 @@ fn a_takeover_seeds_what_kafka_allows_and_names_each_partition_it_refused() {
     let dst = Client::new(&backup.addr);
     src.create_topic("orders", 2);
     src.create_topic("secret", 1);
-    for (resource, name) in [("--topic", "*"), ("--group", "*")] {
-        acl_command(
-            &primary.addr,
-            &[
-                "--add",
-                "--allow-principal",
-                "User:alice",
-                "--operation",
-                "All",
-                resource,
-                name,
-            ],
-        );
-    }
+    allow_alice_all_on_topics_and_groups(&primary.addr);
     acl_command(
         &primary.addr,
         &[

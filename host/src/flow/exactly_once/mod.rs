@@ -220,6 +220,16 @@ struct Shared {
 }
 
 impl Shared {
+    /// The shards running now.
+    fn running_shards(&self) -> Vec<u32> {
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .copied()
+            .collect()
+    }
+
     /// Stops `shards` (committing their open transactions unless `abandon`), waiting for
     /// each until `deadline`.
     fn stop(&self, shards: &[u32], abandon: bool, deadline: Instant) {
@@ -392,13 +402,7 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
                 Ok(n) => {
                     if n != ctx.shards {
                         tracing::warn!(flow = %ctx.flow, topic, was = ctx.shards, shards = n, "the shards topic's partition count changed: the flow's partitions are spread over {n} shards from now on (every instance follows at the group's rebalance)");
-                        let running: Vec<u32> = shared
-                            .running
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .keys()
-                            .copied()
-                            .collect();
+                        let running = shared.running_shards();
                         shared.stop(&running, false, Instant::now() + ctx.drain_timeout);
                         ctx.shards = n;
                     }
@@ -500,13 +504,7 @@ fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationT
         ctx.telemetry.tick("shards", Duration::from_secs(1));
     }
     // A graceful stop: every shard commits its open transaction, then the group is left.
-    let all: Vec<u32> = shared
-        .running
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .keys()
-        .copied()
-        .collect();
+    let all = shared.running_shards();
     shared.stop(&all, false, Instant::now() + ctx.drain_timeout);
     ctx.telemetry.loop_ended("shards");
     drop(member);
