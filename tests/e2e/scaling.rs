@@ -710,6 +710,93 @@ fn a_second_single_instance_fences_the_first_which_stops_before_the_second_mirro
 }
 
 #[test]
+fn a_single_instance_frozen_past_its_term_with_records_queued_sends_none_of_them_once_it_wakes() {
+    let (primary, backup) = Broker::pair();
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("frozen", 2);
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A 12 s lease: its producers give a record up 3 s after it was queued. The target's
+    // linger of 2.5 s holds every record in the producer's queue long enough to freeze the
+    // holder with them there.
+    let extra = "session_timeout = \"12s\"";
+    let linger = "\n[clusters.backup.librdkafka]\n\"linger.ms\" = \"2500\"\n";
+    let configs: Vec<(PathBuf, String)> = (0..2)
+        .map(|i| {
+            let (config, status) =
+                single_instance(dir.path(), &primary.addr, &backup.addr, i, extra);
+            let mut text = std::fs::read_to_string(&config).expect("config");
+            text.push_str(linger);
+            std::fs::write(&config, text).expect("config");
+            (config, status)
+        })
+        .collect();
+    let (log_a, log_b) = (dir.path().join("a.log"), dir.path().join("b.log"));
+    let mut a = Kmirror::start(&configs[0].0, &log_a);
+    src.produce_ids("frozen", 2, 0, 10);
+    assert!(reaches(&dst, "primary.frozen", 2, 10), "{}", a.logs());
+    wait_for("the first ten stored as progress", T, || {
+        let c = committed(&primary.addr, "kmirror.primary.backup", "frozen", 2);
+        (c.values().sum::<i64>() == 10).then_some(())
+    });
+    // A hundred more, fetched and queued in the producer, not yet sent.
+    src.produce_ids("frozen", 2, 10, 110);
+    let in_flight = |status: &str| -> Option<u64> {
+        let (_, s) = http_get(status, "/status")?;
+        let topics = s["flows"][0]["partitions"].as_object()?.clone();
+        Some(
+            topics
+                .values()
+                .filter_map(|t| t.as_object())
+                .flat_map(|t| t.values())
+                .filter_map(|p| p["in_flight"].as_u64())
+                .sum(),
+        )
+    };
+    wait_for("the hundred queued in the first's producer", T, || {
+        (in_flight(&configs[0].1)? == 100).then_some(())
+    });
+    let pid = a.pid().expect("pid").to_string();
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill {sig}");
+    };
+    signal("-STOP");
+    // The second fences the frozen holder, waits a whole lease and mirrors the hundred.
+    let mut b = Kmirror::start(&configs[1].0, &log_b);
+    assert!(
+        reaches(&dst, "primary.frozen", 2, 110),
+        "the second mirrors; its log:\n{}",
+        b.logs()
+    );
+    wait_for("the second stored the hundred as progress", T, || {
+        let c = committed(&primary.addr, "kmirror.primary.backup", "frozen", 2);
+        (c.values().sum::<i64>() == 110).then_some(())
+    });
+    // The first wakes long past its term: it loses the lease and exits, having sent none
+    // of the records it had queued (without the give-up time they leave on waking).
+    signal("-CONT");
+    let exit = a.wait_exit(Duration::from_secs(60));
+    let logs_a = a.logs();
+    assert!(matches!(exit, Some(c) if c != 0), "{exit:?}\n{logs_a}");
+    assert!(logs_a.contains("single_instance: lease lost"), "{logs_a}");
+    let (missing, duplicated) = tally(&dst, "primary.frozen", 2, 110, T);
+    eprintln!(
+        "FIGURES a single instance frozen with 100 records queued, woken after its successor mirrored them: missing {missing}, duplicated {duplicated}"
+    );
+    assert_eq!(
+        (missing, duplicated),
+        (0, 0),
+        "first:\n{logs_a}\nsecond:\n{}",
+        b.logs()
+    );
+    assert_eq!(b.stop(), Some(0), "{}", b.logs());
+}
+
+#[test]
 fn a_single_instance_stopped_while_it_waits_for_a_crashed_holder_leaves_the_lease_held() {
     let (primary, backup) = Broker::pair();
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));

@@ -108,6 +108,21 @@ pub struct SettingError {
 /// The largest replication factor Kafka accepts (an INT16).
 const MAX_REPLICATION_FACTOR: i32 = i16::MAX as i32;
 
+/// How long a single instance's data producer keeps a record it has not sent yet before it
+/// gives the record up (`message.timeout.ms`): a quarter of the lease. A record handed to
+/// the producer before the term ended (at most two thirds of a lease after the last
+/// renewal began) is sent within this or never — the successor mirrors only a whole lease
+/// after that renewal, so never while this holder's queued records can still leave. This
+/// covers a process that stalls with records queued (SIGSTOP, a frozen cgroup, a paused
+/// VM): on waking, librdkafka times them out before it sends anything. A record given up is
+/// sent again from the book (duplicates, never a loss) while the term lasts. librdkafka's
+/// clock does not count a machine's suspend: there the purge at the term's end is what
+/// stops queued records (see `docs/scaling.md`). Used by `flow::single`; here so validation can
+/// refuse a `linger.ms` that would not fit in it.
+pub fn queued_for_at_most(lease: Duration) -> Duration {
+    lease / 4
+}
+
 impl FlowSettings {
     /// Validates `c`; returns every problem at once.
     pub fn from_config(c: &FlowConfig) -> Result<FlowSettings, Vec<SettingError>> {

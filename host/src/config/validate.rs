@@ -178,6 +178,9 @@ fn load_text(
                 None
             }
         };
+        if let (Some(s), Some(target)) = (&settings, &target) {
+            single_instance_linger(&mut v, s, target, &key, span.clone());
+        }
         let roles = slots.flow_roles(&mut v, i, &flow, span.clone());
         if let (Some(source), Some(target), Some((roles, sources)), Some(settings)) =
             (source, target, roles, settings)
@@ -203,6 +206,40 @@ fn load_text(
         status_listen: parsed.status.listen,
         flows,
     })
+}
+
+/// A single instance's data producer gives a queued record up after a quarter of its lease
+/// ([`super::queued_for_at_most`]); the target's `linger.ms`, how long it holds a record
+/// on purpose, must be shorter (librdkafka refuses it otherwise, and every record would
+/// wait that long).
+fn single_instance_linger(
+    v: &mut Validator,
+    s: &FlowSettings,
+    target: &ClusterSettings,
+    key: &dyn Fn(&str) -> String,
+    span: Range<usize>,
+) {
+    let Some(linger) = target.librdkafka.get("linger.ms") else {
+        return;
+    };
+    let Ok(linger_ms) = linger.trim().parse::<f64>() else {
+        return; // librdkafka names a malformed value when the client is made
+    };
+    let limit = super::queued_for_at_most(s.session_timeout);
+    if s.single_instance && linger_ms >= limit.as_secs_f64() * 1000.0 {
+        let at = v.key_span(span, "session_timeout");
+        v.error(
+            at,
+            &key("session_timeout"),
+            &format!(
+                "a single instance gives a queued record up a quarter of session_timeout (the lease, {:?}) after it was queued, {} ms, but cluster `{}` holds records for linger.ms = {linger} ms: raise session_timeout above {} ms or lower linger.ms",
+                s.session_timeout,
+                limit.as_millis(),
+                target.alias,
+                (linger_ms * 4.0).ceil() as u64,
+            ),
+        );
+    }
 }
 
 /// The key assigned on the line at byte `offset` (`key = ...`), for parse errors.

@@ -29,6 +29,11 @@
 //!   this holder's own wait had passed (else the earlier holder may still run) — a
 //!   `released` record: the next start mirrors at once.
 //!
+//! - **Stalls:** the replication tasks check the term themselves (on the boot clock, which
+//!   counts a suspend) and stop forwarding at its end, and their producers give a record
+//!   up a quarter of a lease after it was queued ([`queued_for_at_most`]): a holder frozen
+//!   with records queued sends none of them once it wakes past its term.
+//!
 //! What the lease cannot stop: a record already on its way to the target when the lease is
 //! lost still lands (a duplicate, never a loss). An instance with `single_instance` refuses
 //! to start while the flow's groups have members (checked before the take and again before
@@ -39,6 +44,7 @@
 use super::replication::Producers;
 use super::telemetry::FlowTelemetry;
 use super::{FlowError, Routes};
+pub use crate::config::queued_for_at_most;
 use crate::kafka::{Cluster, KafkaError, REQUEST_TIMEOUT};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
@@ -807,6 +813,24 @@ mod tests {
         // The boot clock moves on, never back.
         let (a, b) = (boot_time(), boot_time());
         assert!(b >= a && a > Duration::ZERO);
+    }
+
+    #[test]
+    fn a_record_queued_before_the_term_ended_leaves_before_a_successor_may_mirror_or_never() {
+        for lease in [1, 3, 10, 45, 300].map(Duration::from_secs) {
+            let t0 = Duration::from_secs(1000);
+            let term = Term::new(lease, t0);
+            // The latest a record can be queued by this holder, plus the longest librdkafka
+            // keeps it, is before the earliest a successor that fenced this holder right
+            // after its last renewal began mirrors (a whole lease after that take).
+            let last_send = term.ends() + queued_for_at_most(lease);
+            let successor_mirrors = t0 + lease;
+            assert!(last_send < successor_mirrors, "lease {lease:?}");
+            assert!(
+                queued_for_at_most(lease) >= Duration::from_millis(250),
+                "longer than the default linger (50 ms): {lease:?}"
+            );
+        }
     }
 
     #[test]

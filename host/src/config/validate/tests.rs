@@ -350,3 +350,27 @@ fn exactly_once_settings_load_and_are_checked() {
         "{all}"
     );
 }
+
+#[test]
+fn a_single_instance_needs_a_linger_below_a_quarter_of_its_lease() {
+    let text = |linger: &str, lease: &str| {
+        format!(
+            "{CLUSTERS}[clusters.backup.librdkafka]\n\"linger.ms\" = \"{linger}\"\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nsingle_instance = true\nsession_timeout = \"{lease}\"\n"
+        )
+    };
+    let all = errors(&text("1000", "3s")).join("\n");
+    assert!(
+        all.contains("flows[0].session_timeout: a single instance gives a queued record up")
+            && all.contains("750 ms")
+            && all.contains("cluster `backup` holds records for linger.ms = 1000 ms")
+            && all.contains("raise session_timeout above 4000 ms"),
+        "{all}"
+    );
+    assert!(
+        load(&text("1000", "5s")).is_ok(),
+        "1,250 ms fits a linger of 1,000"
+    );
+    // Without single_instance the producer never gives a record up.
+    let shared = text("1000", "3s").replace("single_instance = true\n", "");
+    assert!(load(&shared).is_ok());
+}

@@ -6,7 +6,9 @@
 //! that record as it is — except that its metadata may be stale: a target partition (or
 //! topic) it does not know yet is tried again once the metadata is refreshed. A full local
 //! queue is back-pressure, not a failure. Records are purged only when the producer failed
-//! fatally (librdkafka purges its whole queue then); a purged record is not done.
+//! fatally (librdkafka purges its whole queue then); a purged record is not done. The one
+//! exception is a single instance's producer, which gives a record up a quarter of a lease
+//! after it was queued (`config::queued_for_at_most`): a timed-out record is sent again.
 
 use rdkafka::error::RDKafkaErrorCode as Code;
 
@@ -32,6 +34,9 @@ pub fn classify(code: Code, sync: bool) -> Failure {
         Code::PurgeQueue | Code::PurgeInflight => {
             Failure::Transient(format!("{code} (the producer was reset)"))
         }
+        Code::MessageTimedOut => Failure::Transient(format!(
+            "{code} (a single instance gives a record up a quarter of its lease after it was queued; sent again — is the target slow or unreachable?)"
+        )),
         Code::UnknownPartition | Code::UnknownTopic | Code::UnknownTopicOrPartition => {
             Failure::Transient(format!(
                 "{code} (the producer does not know this target partition yet; retried after a metadata refresh)"
@@ -111,6 +116,7 @@ mod tests {
             Code::PurgeInflight,
             Code::UnknownPartition,
             Code::UnknownTopic,
+            Code::MessageTimedOut,
         ] {
             assert!(
                 matches!(classify(code, false), Failure::Transient(_)),

@@ -184,7 +184,7 @@ const CONSUMER_QUEUE_KBYTES: &str = "8192";
 /// requests in flight: small batches (5 ms) kept it spinning — measured at 1 KiB with 16 +
 /// 16 MiB queues, 5 ms: 150,000-161,000 records/s and 6.7-7.0 CPU s; 50 ms: 188,000 and
 /// 4.4 CPU s. A record waits at most this long when traffic is light.
-const LINGER_MS: &str = "50";
+pub const LINGER_MS: &str = "50";
 
 /// New topics at most looked up one by one when a single instance's task takes them (more:
 /// one request for every topic).
@@ -254,13 +254,20 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
         .target
         .setting_or("queue.buffering.max.kbytes", PRODUCER_QUEUE_KBYTES);
     let linger = ctx.target.setting_or("linger.ms", LINGER_MS);
+    // Never give up on a record: retriable errors are retried until they pass. A single
+    // instance's records give up a quarter of a lease after they were queued, so none is
+    // sent after its term ended (then it is sent again from the book while the term lasts).
+    let timeout = match ctx.term {
+        Some(_) => crate::flow::single::queued_for_at_most(s.session_timeout).as_millis(),
+        None => 0,
+    }
+    .to_string();
     let producer = ctx.target.threaded_producer(
         &[
             ("queue.buffering.max.messages", "100000"), // PRODUCER_QUEUE
             ("queue.buffering.max.kbytes", queue.as_str()),
             ("linger.ms", linger.as_str()),
-            // Never give up on a record: retriable errors are retried until they pass.
-            ("message.timeout.ms", "0"),
+            ("message.timeout.ms", timeout.as_str()),
         ],
         Deliveries::default(),
     )?;
