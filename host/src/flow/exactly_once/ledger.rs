@@ -599,8 +599,8 @@ mod tests {
         );
         l.produced(a, 13, 1);
         // A record below the expected one is never one fetched before a seek (librdkafka's
-        // seek discards those, and the shell skips the rest of a batch it sought back in):
-        // the log started again.
+        // seek discards those — `replicate_faults::a_seek_hands_out_no_record_fetched_before_it`
+        // — and the shell skips the rest of a batch it sought back in): the log started again.
         assert_eq!(
             l.judge(a, 12, || Some(0), false),
             Take::Reread {
