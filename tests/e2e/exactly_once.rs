@@ -686,6 +686,57 @@ fn instances_of_both_delivery_modes_never_mirror_at_once() {
     assert_eq!(b.stop(), Some(0));
 }
 
+/// Issue 34 item 3, the last path: instances of both delivery modes started at the same
+/// moment both find the other's group empty. The at-least-once one watches the shards'
+/// group while it runs: it stops within seconds, starts again and waits, and the
+/// exactly-once one goes on. Nothing is lost; what the at-least-once instance mirrored
+/// before it stopped is all that can be duplicated.
+#[test]
+fn instances_of_both_delivery_modes_started_together_leave_the_flow_to_exactly_once() {
+    let (primary, backup) = Broker::pair();
+    let src = Client::new(&primary.addr);
+    src.create_topic("together", 2);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (status_a, status_b) = (free_addr(), free_addr());
+    let alo_text = std::fs::read_to_string(at_least_once_config(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        &status_a,
+    ))
+    .expect("config");
+    let alo = dir.path().join("alo.toml");
+    std::fs::write(&alo, alo_text).expect("config");
+    let eos = config(dir.path(), &primary.addr, &backup.addr, &status_b, "300ms");
+    let mut feeder = Feeder::start(&primary.addr, "together", 2, 300);
+    let mut a = Kmirror::start(&alo, &dir.path().join("alo.log"));
+    let mut b = Kmirror::start(&eos, &dir.path().join("eos.log"));
+    let conflict = "this at-least-once flow stops and starts again";
+    wait_for(
+        "the at-least-once instance to see the shards' group",
+        T,
+        || a.logs().contains(conflict).then_some(()),
+    );
+    // It mirrored nothing produced after this point.
+    let bound = feeder.produced();
+    waits_while_the_other_mirrors(&a, &status_a, "exactly-once", &status_b);
+    let after = a.logs();
+    let after = &after[after.find(conflict).expect("seen")..];
+    assert!(
+        after.contains("exactly-once instances of this flow run"),
+        "it waits after starting again:\n{after}"
+    );
+    assert_eq!(a.stop(), Some(0), "log:\n{}", a.logs());
+    let produced = feeder.stop();
+    let (missing, duplicated, _) = tally_committed(&backup.addr, "primary.together", 2, produced);
+    eprintln!(
+        "FIGURES both delivery modes started at the same moment: produced {produced}, missing {missing}, duplicated {duplicated} (at most {bound}: produced before the at-least-once instance stopped)"
+    );
+    assert_eq!(missing, 0, "exactly-once log:\n{}", b.logs());
+    assert!(duplicated <= bound, "{duplicated} > {bound}");
+    assert_eq!(b.stop(), Some(0));
+}
+
 /// A topic created while an exactly-once flow runs joins the shards (their partitions
 /// follow the routes without a restart) and is mirrored exactly once, while the topic
 /// that was there goes on unharmed.

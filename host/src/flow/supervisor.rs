@@ -489,17 +489,25 @@ impl OtherMode {
         }
     }
 
-    /// Fails the flow if the other mode's group gains members while this one runs
-    /// (checked every 5 s): instances of both modes started at the same moment.
+    /// Fails the flow if the other mode's group gains members while this one runs:
+    /// instances of both modes started at the same moment. Checked every second for the
+    /// first half minute (when that happens: what this instance mirrors meanwhile is
+    /// mirrored again by the other), every 5 s after.
     async fn refuse_while_running(
         &self,
         flow: &str,
         stop: &CancellationToken,
     ) -> Result<(), FlowError> {
+        let started = tokio::time::Instant::now();
         loop {
+            let every = if started.elapsed() < std::time::Duration::from_secs(30) {
+                std::time::Duration::from_secs(1)
+            } else {
+                std::time::Duration::from_secs(5)
+            };
             tokio::select! {
                 _ = stop.cancelled() => return Ok(()),
-                _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+                _ = tokio::time::sleep(every) => {}
             }
             // A group that cannot be described is reported by `wait_until_gone` once; the
             // watch does not repeat it every 5 s.
