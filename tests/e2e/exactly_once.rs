@@ -712,28 +712,41 @@ fn instances_of_both_delivery_modes_started_together_leave_the_flow_to_exactly_o
     let mut a = Kmirror::start(&alo, &dir.path().join("alo.log"));
     let mut b = Kmirror::start(&eos, &dir.path().join("eos.log"));
     let conflict = "this at-least-once flow stops and starts again";
+    let waits = "exactly-once instances of this flow run";
+    // Both found the other's group empty (the case here), or the exactly-once one had
+    // joined first and the at-least-once one waits from its start.
     wait_for(
         "the at-least-once instance to see the shards' group",
         T,
-        || a.logs().contains(conflict).then_some(()),
+        || {
+            let logs = a.logs();
+            (logs.contains(conflict) || logs.contains(waits)).then_some(())
+        },
     );
-    // It mirrored nothing produced after this point.
-    let bound = feeder.produced();
+    let started_together = a.logs().contains(conflict);
     waits_while_the_other_mirrors(&a, &status_a, "exactly-once", &status_b);
-    let after = a.logs();
-    let after = &after[after.find(conflict).expect("seen")..];
-    assert!(
-        after.contains("exactly-once instances of this flow run"),
-        "it waits after starting again:\n{after}"
-    );
+    if started_together {
+        let after = a.logs();
+        let after = &after[after.find(conflict).expect("seen")..];
+        assert!(
+            after.contains(waits),
+            "it waits after starting again:\n{after}"
+        );
+    }
     assert_eq!(a.stop(), Some(0), "log:\n{}", a.logs());
     let produced = feeder.stop();
     let (missing, duplicated, _) = tally_committed(&backup.addr, "primary.together", 2, produced);
     eprintln!(
-        "FIGURES both delivery modes started at the same moment: produced {produced}, missing {missing}, duplicated {duplicated} (at most {bound}: produced before the at-least-once instance stopped)"
+        "FIGURES both delivery modes started at the same moment (overlapping: {started_together}): produced {produced}, missing {missing}, duplicated {duplicated}"
     );
     assert_eq!(missing, 0, "exactly-once log:\n{}", b.logs());
-    assert!(duplicated <= bound, "{duplicated} > {bound}");
+    // At most about two seconds of the feed (300 records/s) mirrored by both: the watch
+    // looks every second at first (with a 5 s look, 1,800 were duplicated here).
+    assert!(
+        duplicated <= 600,
+        "{duplicated} duplicated; at-least-once log:\n{}",
+        a.logs()
+    );
     assert_eq!(b.stop(), Some(0));
 }
 

@@ -715,11 +715,11 @@ fn a_single_instance_frozen_past_its_term_with_records_queued_sends_none_of_them
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     src.create_topic("frozen", 2);
     let dir = tempfile::tempdir().expect("tempdir");
-    // A 12 s lease: its producers give a record up 3 s after it was queued. The target's
-    // linger of 2.5 s holds every record in the producer's queue long enough to freeze the
-    // holder with them there.
-    let extra = "session_timeout = \"12s\"";
-    let linger = "\n[clusters.backup.librdkafka]\n\"linger.ms\" = \"2500\"\n";
+    // A 16 s lease: its producers give a record up 4 s after it was queued. The target's
+    // linger of 1.5 s holds every record in the producer's queue long enough to freeze the
+    // holder with them there (the status shows them every 200 ms).
+    let extra = "session_timeout = \"16s\"\noffset_flush_interval = \"200ms\"";
+    let linger = "\n[clusters.backup.librdkafka]\n\"linger.ms\" = \"1500\"\n";
     let configs: Vec<(PathBuf, String)> = (0..2)
         .map(|i| {
             let (config, status) =

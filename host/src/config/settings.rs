@@ -108,6 +108,12 @@ pub struct SettingError {
 /// The largest replication factor Kafka accepts (an INT16).
 const MAX_REPLICATION_FACTOR: i32 = i16::MAX as i32;
 
+/// The shortest lease (`session_timeout`) of a single instance: a holder frozen with
+/// records queued stays frozen at least a third of a lease past its term's end before a
+/// successor mirrors, and librdkafka times queued records out on waking only if at least a
+/// second passed since it last looked.
+pub const MIN_LEASE: Duration = Duration::from_secs(3);
+
 /// How long a single instance's data producer keeps a record it has not sent yet before it
 /// gives the record up (`message.timeout.ms`): a quarter of the lease. A record handed to
 /// the producer before the term ended (at most two thirds of a lease after the last
@@ -181,6 +187,13 @@ impl FlowSettings {
             errors.push(SettingError {
                 key: "session_timeout",
                 message: "must be between 1s and 300s".into(),
+            });
+        } else if c.single_instance && c.session_timeout < MIN_LEASE {
+            errors.push(SettingError {
+                key: "session_timeout",
+                message: format!(
+                    "a single instance's lease must be at least {MIN_LEASE:?}: a holder frozen past its term sends none of its queued records only if the freeze lasts a second (librdkafka looks for records to give up once a second)"
+                ),
             });
         }
         if c.replication_tasks

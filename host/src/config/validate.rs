@@ -209,9 +209,10 @@ fn load_text(
 }
 
 /// A single instance's data producer gives a queued record up after a quarter of its lease
-/// ([`super::queued_for_at_most`]); the target's `linger.ms`, how long it holds a record
-/// on purpose, must be shorter (librdkafka refuses it otherwise, and every record would
-/// wait that long).
+/// ([`super::queued_for_at_most`]) and keeps what waits within half of that at the rate
+/// the target acknowledges; the target's `linger.ms`, how long it holds a record on
+/// purpose, must be shorter than that half (librdkafka refuses a linger past the give-up
+/// time, and every record would risk it).
 fn single_instance_linger(
     v: &mut Validator,
     s: &FlowSettings,
@@ -219,24 +220,27 @@ fn single_instance_linger(
     key: &dyn Fn(&str) -> String,
     span: Range<usize>,
 ) {
+    if !s.single_instance {
+        return;
+    }
     let Some(linger) = target.librdkafka.get("linger.ms") else {
         return;
     };
     let Ok(linger_ms) = linger.trim().parse::<f64>() else {
         return; // librdkafka names a malformed value when the client is made
     };
-    let limit = super::queued_for_at_most(s.session_timeout);
-    if s.single_instance && linger_ms >= limit.as_secs_f64() * 1000.0 {
+    let limit = super::queued_for_at_most(s.session_timeout) / 2;
+    if linger_ms >= limit.as_secs_f64() * 1000.0 {
         let at = v.key_span(span, "session_timeout");
         v.error(
             at,
             &key("session_timeout"),
             &format!(
-                "a single instance gives a queued record up a quarter of session_timeout (the lease, {:?}) after it was queued, {} ms, but cluster `{}` holds records for linger.ms = {linger} ms: raise session_timeout above {} ms or lower linger.ms",
+                "a single instance keeps a record queued at most an eighth of session_timeout (the lease, {:?}), {} ms, but cluster `{}` holds records for linger.ms = {linger} ms: raise session_timeout above {} ms or lower linger.ms",
                 s.session_timeout,
                 limit.as_millis(),
                 target.alias,
-                (linger_ms * 4.0).ceil() as u64,
+                (linger_ms * 8.0).ceil() as u64,
             ),
         );
     }
@@ -420,6 +424,12 @@ impl Validator<'_> {
                 let message =
                     format!("conflicts with {key}.bootstrap_servers; set only bootstrap_servers");
                 self.error(value.span(), &prop_key, &message);
+            } else if k == "queue.buffering.max.ms" {
+                self.error(
+                    value.span(),
+                    &prop_key,
+                    "is librdkafka's other name for linger.ms, which kmirror's producers set (to their default or yours): set linger.ms instead",
+                );
             } else if RESERVED.contains(&k.as_str()) {
                 self.error(
                     value.span(),

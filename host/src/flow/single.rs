@@ -816,20 +816,28 @@ mod tests {
     }
 
     #[test]
-    fn a_record_queued_before_the_term_ended_leaves_before_a_successor_may_mirror_or_never() {
-        for lease in [1, 3, 10, 45, 300].map(Duration::from_secs) {
+    fn a_record_queued_before_the_term_ended_is_given_up_by_the_time_a_successor_may_mirror() {
+        use crate::config::MIN_LEASE;
+        for lease in [MIN_LEASE, Duration::from_secs(10), Duration::from_secs(300)] {
             let t0 = Duration::from_secs(1000);
             let term = Term::new(lease, t0);
-            // The latest a record can be queued by this holder, plus the longest librdkafka
-            // keeps it, is before the earliest a successor that fenced this holder right
-            // after its last renewal began mirrors (a whole lease after that take).
-            let last_send = term.ends() + queued_for_at_most(lease);
+            // A running holder purges its producers at the term's end. A frozen one wakes
+            // no sooner than a successor that fenced it right after its last renewal began
+            // mirrors (a whole lease after that take), so its queued records (queued by
+            // the term's end at the latest) are at least this old on waking:
             let successor_mirrors = t0 + lease;
-            assert!(last_send < successor_mirrors, "lease {lease:?}");
+            let age = successor_mirrors - term.ends();
+            // librdkafka looks for records to give up at once on waking only if a second
+            // passed since it last looked: the freeze lasted at least `age`.
+            assert!(age >= Duration::from_secs(1), "lease {lease:?}");
+            // A record past its give-up time is dropped then; one within 100 ms of it may
+            // still be sent (librdkafka's grace for a batch already being built).
             assert!(
-                queued_for_at_most(lease) >= Duration::from_millis(250),
-                "longer than the default linger (50 ms): {lease:?}"
+                queued_for_at_most(lease) + Duration::from_millis(100) < age,
+                "lease {lease:?}"
             );
+            // The pace (half the give-up time) leaves the default linger (50 ms) room.
+            assert!(queued_for_at_most(lease) / 2 > Duration::from_millis(300));
         }
     }
 

@@ -510,7 +510,7 @@ impl OtherMode {
                 _ = tokio::time::sleep(every) => {}
             }
             // A group that cannot be described is reported by `wait_until_gone` once; the
-            // watch does not repeat it every 5 s.
+            // watch does not repeat it at every look.
             if let Ok(Some(info)) = self.cluster.group(&self.group).await
                 && info.members > 0
             {

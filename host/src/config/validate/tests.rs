@@ -352,7 +352,7 @@ fn exactly_once_settings_load_and_are_checked() {
 }
 
 #[test]
-fn a_single_instance_needs_a_linger_below_a_quarter_of_its_lease() {
+fn a_single_instance_needs_a_lease_of_3s_and_a_linger_below_an_eighth_of_it() {
     let text = |linger: &str, lease: &str| {
         format!(
             "{CLUSTERS}[clusters.backup.librdkafka]\n\"linger.ms\" = \"{linger}\"\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nsingle_instance = true\nsession_timeout = \"{lease}\"\n"
@@ -360,17 +360,30 @@ fn a_single_instance_needs_a_linger_below_a_quarter_of_its_lease() {
     };
     let all = errors(&text("1000", "3s")).join("\n");
     assert!(
-        all.contains("flows[0].session_timeout: a single instance gives a queued record up")
-            && all.contains("750 ms")
+        all.contains(
+            "flows[0].session_timeout: a single instance keeps a record queued at most an eighth"
+        ) && all.contains("375 ms")
             && all.contains("cluster `backup` holds records for linger.ms = 1000 ms")
-            && all.contains("raise session_timeout above 4000 ms"),
+            && all.contains("raise session_timeout above 8000 ms"),
         "{all}"
     );
     assert!(
-        load(&text("1000", "5s")).is_ok(),
-        "1,250 ms fits a linger of 1,000"
+        load(&text("1000", "9s")).is_ok(),
+        "1,125 ms fits a linger of 1,000"
+    );
+    let all = errors(&text("5", "2s")).join("\n");
+    assert!(
+        all.contains("flows[0].session_timeout: a single instance's lease must be at least 3s"),
+        "{all}"
     );
     // Without single_instance the producer never gives a record up.
-    let shared = text("1000", "3s").replace("single_instance = true\n", "");
+    let shared = text("1000", "2s").replace("single_instance = true\n", "");
     assert!(load(&shared).is_ok());
+    // librdkafka's other name for linger.ms would race kmirror's own setting.
+    let alias = text("5", "10s").replace("\"linger.ms\"", "\"queue.buffering.max.ms\"");
+    let all = errors(&alias).join("\n");
+    assert!(
+        all.contains("\"queue.buffering.max.ms\": is librdkafka's other name for linger.ms"),
+        "{all}"
+    );
 }

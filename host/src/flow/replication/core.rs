@@ -136,6 +136,7 @@ impl Core {
         orphans: Arc<Mutex<Orphans>>,
         unacked_budget: usize,
         generation: Option<i32>,
+        paced: Option<Duration>,
     ) -> Self {
         let book = Book::new(BookSettings {
             max_in_flight: settings.max_in_flight,
@@ -158,7 +159,10 @@ impl Core {
             dropped: 0,
             rebalances: 0,
             refreshed: HashMap::new(),
-            budget: UnackedBudget::new(unacked_budget),
+            budget: match paced {
+                Some(within) => UnackedBudget::paced(unacked_budget, within),
+                None => UnackedBudget::new(unacked_budget),
+            },
             generation,
             stopping: false,
         }
@@ -337,7 +341,10 @@ impl Core {
             .take_at_least(&mut delivered, wanted, timeout);
         let taken = delivered.len();
         let (now, now_ms) = (Instant::now(), now_ms());
+        let (mut ok, mut timed_out) = (0, false);
         for d in delivered.drain(..) {
+            ok += usize::from(d.result.is_ok());
+            timed_out |= d.result == Err(rdkafka::types::RDKafkaErrorCode::MessageTimedOut);
             let result = d.result.map_err(|code| {
                 classify(code, false)
                     .refusal()
@@ -348,6 +355,17 @@ impl Core {
             }
         }
         self.delivered = delivered;
+        if timed_out {
+            // A record given up (a single instance's producer): what was queued behind it
+            // is given up too, so a partition's records are sent again in their order
+            // rather than the later ones first.
+            use rdkafka::producer::{Producer, PurgeConfig};
+            self.producer.purge(PurgeConfig::default().queue());
+        }
+        self.budget.acked(ok, now);
+        if self.unacked() == 0 {
+            self.budget.idle();
+        }
         self.apply(consumer);
         if self.records > 0 {
             self.telemetry

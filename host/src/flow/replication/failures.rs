@@ -6,9 +6,11 @@
 //! that record as it is — except that its metadata may be stale: a target partition (or
 //! topic) it does not know yet is tried again once the metadata is refreshed. A full local
 //! queue is back-pressure, not a failure. Records are purged only when the producer failed
-//! fatally (librdkafka purges its whole queue then); a purged record is not done. The one
-//! exception is a single instance's producer, which gives a record up a quarter of a lease
-//! after it was queued (`config::queued_for_at_most`): a timed-out record is sent again.
+//! fatally (librdkafka purges its whole queue then); a purged record is not done. Two
+//! producers do give records up: a single instance's, a quarter of a lease after a record
+//! was queued (`config::queued_for_at_most`), and an exactly-once shard's, at its
+//! transaction timeout (a target down that long). A timed-out record is sent again (read
+//! again after the shard's abort), never skipped or paused as one the target refused.
 
 use rdkafka::error::RDKafkaErrorCode as Code;
 
@@ -35,7 +37,7 @@ pub fn classify(code: Code, sync: bool) -> Failure {
             Failure::Transient(format!("{code} (the producer was reset)"))
         }
         Code::MessageTimedOut => Failure::Transient(format!(
-            "{code} (a single instance gives a record up a quarter of its lease after it was queued; sent again — is the target slow or unreachable?)"
+            "{code} (given up after waiting for the target: sent again — is the target slow or unreachable?)"
         )),
         Code::UnknownPartition | Code::UnknownTopic | Code::UnknownTopicOrPartition => {
             Failure::Transient(format!(

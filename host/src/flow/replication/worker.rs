@@ -285,6 +285,11 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
         ctx.orphans.clone(),
         unacked_budget(&queue),
         ctx.epoch,
+        // A single instance's records wait at most half their give-up time at the rate
+        // the target acknowledges (a slow, healthy target times nothing out).
+        ctx.term
+            .as_ref()
+            .map(|_| crate::flow::single::queued_for_at_most(s.session_timeout) / 2),
     ));
     if let Some(producers) = &ctx.producers {
         producers.add(&core.lock().producer);
