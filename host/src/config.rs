@@ -13,6 +13,7 @@
 //! - `errors`: located errors.
 
 mod errors;
+pub mod mm2_import;
 mod model;
 mod settings;
 mod slots;

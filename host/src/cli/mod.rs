@@ -4,6 +4,7 @@
 mod daemon;
 mod failover;
 mod import_mm2;
+mod import_mm2_config;
 mod offsets;
 mod plan;
 mod plugin;
@@ -59,6 +60,12 @@ pub enum Command {
     /// Translate consumer-group offsets and fail groups over to the target.
     #[command(subcommand)]
     Offsets(offsets::OffsetsCommand),
+    /// Translate a MirrorMaker 2 dedicated-mode configuration (`mm2.properties`) into a
+    /// kmirror configuration whose flows take over MM2's progress; every key that does not
+    /// translate is named with the reason. Exit 0 when all did, 1 when some did not (the
+    /// configuration is still written), 2 when nothing could be.
+    #[command(name = "import-mm2-config")]
+    ImportMm2Config(import_mm2_config::ImportConfigArgs),
     /// Show a running daemon's status (from its `[status]` endpoint) as tables: per flow its
     /// health, members and partitions, then the plugins. Exit 0 when every flow is ok, 1
     /// when any is degraded, 2 when the daemon cannot be reached.
@@ -88,6 +95,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Offsets(cmd) => offsets::run(cmd, &cache),
         Command::Plan(args) => plan::run(args, &cache),
         Command::Status(args) => status::run(args),
+        Command::ImportMm2Config(args) => import_mm2_config::run(&args),
         Command::CompilePlugin => crate::plugin::compile::compile_stdin_to_stdout(),
     }
 }

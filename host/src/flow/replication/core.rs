@@ -127,16 +127,15 @@ pub struct Core {
 impl Core {
     /// The state of a replicator producing through `producer` and sending syncs through
     /// `syncs`; `orphans` is shared by the instance's replication tasks.
-    /// `unacked_budget` is in bytes (see [`UNACKED_SHARE`]).
+    /// `budget` bounds what is sent and not acknowledged (see [`UNACKED_SHARE`]).
     pub fn new(
         settings: ReplicatorSettings,
         producer: ThreadedProducer<Deliveries>,
         syncs: SyncSender,
         telemetry: Arc<FlowTelemetry>,
         orphans: Arc<Mutex<Orphans>>,
-        unacked_budget: usize,
+        budget: UnackedBudget,
         generation: Option<i32>,
-        paced: Option<Duration>,
     ) -> Self {
         let book = Book::new(BookSettings {
             max_in_flight: settings.max_in_flight,
@@ -159,10 +158,7 @@ impl Core {
             dropped: 0,
             rebalances: 0,
             refreshed: HashMap::new(),
-            budget: match paced {
-                Some(within) => UnackedBudget::paced(unacked_budget, within),
-                None => UnackedBudget::new(unacked_budget),
-            },
+            budget,
             generation,
             stopping: false,
         }

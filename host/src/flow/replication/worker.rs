@@ -11,6 +11,7 @@
 use super::ReplicateError;
 use super::ReplicatorSettings;
 use super::book::Orphans;
+use super::budget::UnackedBudget;
 use super::chain::{self, Fate};
 use super::contexts::{Deliveries, Membership};
 use super::core::{Core, Forwarded, Member, Shared, tpl_of};
@@ -283,13 +284,16 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
         syncs,
         ctx.telemetry.clone(),
         ctx.orphans.clone(),
-        unacked_budget(&queue),
+        match ctx.term {
+            // A single instance's records wait at most half their give-up time at the
+            // rate the target acknowledges (a slow, healthy target times nothing out).
+            Some(_) => UnackedBudget::paced(
+                unacked_budget(&queue),
+                crate::flow::single::queued_for_at_most(s.session_timeout) / 2,
+            ),
+            None => UnackedBudget::new(unacked_budget(&queue)),
+        },
         ctx.epoch,
-        // A single instance's records wait at most half their give-up time at the rate
-        // the target acknowledges (a slow, healthy target times nothing out).
-        ctx.term
-            .as_ref()
-            .map(|_| crate::flow::single::queued_for_at_most(s.session_timeout) / 2),
     ));
     if let Some(producers) = &ctx.producers {
         producers.add(&core.lock().producer);
