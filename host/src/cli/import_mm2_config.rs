@@ -48,10 +48,8 @@ pub fn run(args: &ImportConfigArgs) -> ExitCode {
     if let Err(errors) = crate::config::load_str(&t.toml, &at, &CacheChoice::Disabled) {
         return super::fail(
             2,
-            &format!(
-                "the translation does not load (please report this):\n{errors}\n{}",
-                t.toml
-            ),
+            // The text is not shown: it may hold credentials.
+            &format!("the translation does not load (please report this):\n{errors}"),
         );
     }
     match &args.output {
@@ -109,6 +107,10 @@ fn write_new(path: &Path, text: &str, force: bool) -> Result<(), String> {
         }
         _ => format!("write {}: {e}", path.display()),
     })?;
+    // An existing file keeps its mode when opened: narrowed before anything is written.
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("restrict {} to its owner: {e}", path.display()))?;
     file.write_all(text.as_bytes())
         .map_err(|e| format!("write {}: {e}", path.display()))
 }

@@ -62,7 +62,7 @@ pub enum ImportError {
 }
 
 /// Keys of MM2's Connect runtime that kmirror has no need of.
-const CONNECT_INTERNALS: [(&str, &str); 16] = [
+const CONNECT_INTERNALS: [(&str, &str); 15] = [
     (
         "offset.storage.",
         "Connect's offsets topic: kmirror stores progress in the flow's consumer group",
@@ -116,10 +116,6 @@ const CONNECT_INTERNALS: [(&str, &str); 16] = [
         "kmirror creates its internal topics with replication_factor",
     ),
     (
-        "producer.override.",
-        "Connect's per-connector producer overrides: set the target cluster's librdkafka settings",
-    ),
-    (
         "scheduled.rebalance.max.delay.ms",
         "Connect's rebalance delay: kmirror's instances share a flow through a consumer group",
     ),
@@ -138,6 +134,10 @@ struct Props {
 impl Props {
     /// The value of `key` for the flow `pair` (`A->B`): its own, else the global one.
     fn flow(&mut self, pair: &str, key: &str) -> Option<(String, String)> {
+        // A global value overridden by the flow's own is still a known key.
+        if self.all.contains_key(key) {
+            self.used.insert(key.to_string());
+        }
         for k in [format!("{pair}.{key}"), key.to_string()] {
             if let Some(v) = self.all.get(&k) {
                 self.used.insert(k.clone());
@@ -206,11 +206,20 @@ pub fn translate(
         };
         p.used.insert(servers);
         let bootstrap: Vec<&str> = bootstrap.split(',').map(str::trim).collect();
+        let bootstrap = match client::kmirror_value(&bootstrap.join(",")) {
+            Ok(b) => b,
+            Err(_) => return Err(ImportError::NoBootstrap(alias.clone())),
+        };
         toml.push_str(&format!(
             "[clusters.{alias}]\nbootstrap_servers = {}\n",
-            quoted(&bootstrap.join(","))
+            quoted(&bootstrap)
         ));
-        let librdkafka = client_settings(&mut p, alias, &mut out);
+        let is_source = aliases.iter().any(|t| {
+            p.all
+                .get(&format!("{alias}->{t}.enabled"))
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        });
+        let librdkafka = client_settings(&mut p, alias, is_source, &mut out);
         if !librdkafka.is_empty() {
             toml.push_str(&format!("[clusters.{alias}.librdkafka]\n"));
             for (k, (v, from)) in &librdkafka {
@@ -223,6 +232,7 @@ pub fn translate(
 
     // Flows: every enabled pair.
     let mut flows = 0;
+    let mut enabled_pairs: Vec<String> = Vec::new();
     for source in &aliases {
         for target in aliases.iter().filter(|t| *t != source) {
             let pair = format!("{source}->{target}");
@@ -238,7 +248,25 @@ pub fn translate(
                 continue;
             }
             flows += 1;
+            enabled_pairs.push(format!("{pair}."));
             toml.push_str(&flow(&mut p, source, target, &pair, &mut out));
+            // MM2 runs a heartbeats connector for the reverse pair too, enabled or not:
+            // `<source>.heartbeats` on the target then came from it.
+            let back = format!("{target}->{source}");
+            let reverse_on = p
+                .all
+                .get(&format!("{back}.enabled"))
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+            let reverse_beats = p
+                .all
+                .get(&format!("{back}.emit.heartbeats.enabled"))
+                .or_else(|| p.all.get("emit.heartbeats.enabled"))
+                .is_none_or(|v| !v.trim().eq_ignore_ascii_case("false"));
+            if !reverse_on && reverse_beats {
+                out.notes.push(format!(
+                    "MM2 also wrote heartbeats {back} (it emits them for pairs that are not enabled), which {pair} mirrored as `{source}.heartbeats` on {target}; kmirror emits heartbeats only for its flows, so that topic stops growing"
+                ));
+            }
         }
     }
     if flows == 0 {
@@ -255,6 +283,33 @@ pub fn translate(
             .iter()
             .find_map(|pre| key.strip_prefix(pre.as_str()))
             .unwrap_or(key);
+        let of_enabled = enabled_pairs
+            .iter()
+            .any(|pre| key.starts_with(pre.as_str()));
+        if let Some(pre) = pairs.iter().find(|pre| key.starts_with(pre.as_str()))
+            && !of_enabled
+        {
+            out.not_needed.push(Untranslated {
+                key: key.clone(),
+                reason: format!("the flow {} is not enabled", pre.trim_end_matches('.')),
+            });
+            continue;
+        }
+        if bare == "offset.storage.topic" {
+            refuse(
+                &mut out,
+                key.clone(),
+                "kmirror takes over only from MM2's own offsets topic, mm2-offsets.<source>.internal: a flow would start from start_offset instead".into(),
+            );
+            continue;
+        }
+        if bare == "exactly.once.source.support" {
+            out.not_needed.push(Untranslated {
+                key: key.clone(),
+                reason: "MM2 reads it only as a worker setting of the target, `<target>.exactly.once.source.support`".into(),
+            });
+            continue;
+        }
         if let Some(why) = connect_internal(bare) {
             out.not_needed.push(Untranslated {
                 key: key.clone(),
@@ -262,17 +317,20 @@ pub fn translate(
             });
             continue;
         }
-        if let Some(pre) = pairs.iter().find(|pre| key.starts_with(pre.as_str())) {
-            out.not_needed.push(Untranslated {
-                key: key.clone(),
-                reason: format!("the flow {} is not enabled", pre.trim_end_matches('.')),
-            });
-            continue;
-        }
-        out.untranslated.push(Untranslated {
-            key: key.clone(),
-            reason: "not a MirrorMaker 2 setting kmirror knows: check its spelling, or set the equivalent by hand".into(),
-        });
+        let reason = if ["producer.", "consumer.", "admin.", "source.", "target."]
+            .iter()
+            .any(|c| bare.starts_with(c))
+        {
+            "client settings of one flow: kmirror's are per cluster — set them under the cluster's librdkafka table".to_string()
+        } else if bare == "config.providers" || bare.starts_with("config.providers.") {
+            "MM2 config providers: kmirror substitutes environment variables (`${NAME}`) only"
+                .to_string()
+        } else if of_enabled {
+            "not a MirrorMaker 2 flow setting kmirror knows: check its spelling, or set the equivalent by hand".to_string()
+        } else {
+            "not a MirrorMaker 2 setting kmirror knows: check its spelling, or set the equivalent by hand".to_string()
+        };
+        refuse(&mut out, key.clone(), reason);
     }
     // A global key is judged once per flow: named once.
     out.untranslated.sort_by(|a, b| a.key.cmp(&b.key));
@@ -282,7 +340,8 @@ pub fn translate(
     if !out.untranslated.is_empty() {
         toml.push_str("# Not translated (see `kmirror import-mm2-config`'s output for why):\n");
         for u in &out.untranslated {
-            toml.push_str(&format!("#   {}: {}\n", u.key, u.reason));
+            let line = format!("{}: {}", u.key, u.reason).replace(['\n', '\r'], " ");
+            toml.push_str(&format!("#   {line}\n"));
         }
     }
     let named: BTreeSet<&str> = out

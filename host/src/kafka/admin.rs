@@ -373,11 +373,22 @@ impl Cluster {
         }
         let client = client.clone();
         let op = || format!("read committed offsets of group {group}");
-        let result =
-            tokio::task::spawn_blocking(move || client.committed_offsets(tpl, REQUEST_TIMEOUT))
-                .await
-                .map_err(|e| self.error(op(), e))?
-                .map_err(|e| self.error(op(), e))?;
+        let result = tokio::task::spawn_blocking(move || {
+            // The group's coordinator moving or loading (a broker just started) answers
+            // for a moment with a coordinator error: asked again, within the timeout.
+            let deadline = std::time::Instant::now() + REQUEST_TIMEOUT;
+            loop {
+                match client.committed_offsets(tpl.clone(), REQUEST_TIMEOUT) {
+                    Err(e) if coordinator_moving(&e) && std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(200));
+                    }
+                    other => return other,
+                }
+            }
+        })
+        .await
+        .map_err(|e| self.error(op(), e))?
+        .map_err(|e| self.error(op(), e))?;
         Ok(result
             .elements()
             .iter()
@@ -504,6 +515,17 @@ impl Cluster {
             .await
             .map_err(|e| self.error(op(), e))
     }
+}
+
+/// Whether `e` is a group coordinator moving or loading: retried.
+fn coordinator_moving(e: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::error::RDKafkaErrorCode as Code;
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            Code::NotCoordinator | Code::CoordinatorLoadInProgress | Code::CoordinatorNotAvailable
+        )
+    )
 }
 
 #[cfg(test)]

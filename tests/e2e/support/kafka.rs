@@ -186,6 +186,23 @@ pub fn java_with(dir: &Path, heap: &str, options: Option<&[String]>) -> Command 
             ]);
         }
     }
+    java_rest(cmd, dir)
+}
+
+/// `java` with exactly `options` (no test defaults, no `KMIRROR_KAFKA_JVM_OPTS`): a JVM
+/// started as a shipped script starts it, for benchmarks.
+pub fn java_exact(dir: &Path, options: &[&str]) -> Command {
+    let java = std::env::var_os("JAVA_HOME")
+        .map(|h| PathBuf::from(h).join("bin/java"))
+        .filter(|j| j.is_file())
+        .unwrap_or_else(|| PathBuf::from("java"));
+    let mut cmd = Command::new(java);
+    cmd.args(options);
+    java_rest(cmd, dir)
+}
+
+/// Logging, dying with the parent, open files and the class path: every JVM's.
+fn java_rest(mut cmd: Command, dir: &Path) -> Command {
     let log4j = dir.join("log4j2.properties");
     if !log4j.is_file() {
         std::fs::write(&log4j, LOG4J).expect("log4j2.properties");
@@ -714,6 +731,32 @@ impl Mm2 {
             child: Some(cmd.spawn().expect("start MirrorMaker 2 (java)")),
             dir,
         }
+    }
+
+    /// Starts MirrorMaker 2 with `properties` in a JVM started with `jvm` (for benchmarks:
+    /// the options its own script, `connect-mirror-maker.sh`, uses).
+    pub fn start_with_jvm(properties: &str, jvm: &[&str]) -> Mm2 {
+        let dir = tempfile::Builder::new()
+            .prefix("kmirror-mm2-")
+            .tempdir()
+            .expect("temp dir");
+        let config = dir.path().join("mm2.properties");
+        std::fs::write(&config, properties).expect("mm2.properties");
+        let log = std::fs::File::create(dir.path().join("mm2.log")).expect("mm2.log");
+        let mut cmd = java_exact(dir.path(), jvm);
+        cmd.arg("org.apache.kafka.connect.mirror.MirrorMaker")
+            .arg(&config)
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log);
+        Mm2 {
+            child: Some(cmd.spawn().expect("start MirrorMaker 2 (java)")),
+            dir,
+        }
+    }
+
+    /// Its process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// The properties of a test flow `source` -> `target` (aliases `primary` and `backup`):

@@ -1,5 +1,6 @@
 //! One flow's `[[flows]]` table from MM2's flow settings.
 
+use super::client::kmirror_value;
 use super::{Props, Translation, Untranslated, quoted, refuse, slot};
 use std::collections::BTreeMap;
 
@@ -155,31 +156,7 @@ pub(super) fn flow(
         format!("source = {}", quoted(source)),
         format!("target = {}", quoted(target)),
     ];
-    let exactly_once = match p.flow(pair, "exactly.once.source.support") {
-        Some((k, v)) => match v.to_ascii_lowercase().as_str() {
-            "enabled" | "preparing" => {
-                lines.push(format!("exactly_once = true   # {k} = {v}"));
-                true
-            }
-            "disabled" => false,
-            _ => {
-                refuse(
-                    out,
-                    k,
-                    format!("`{v}`: MM2 takes enabled, preparing or disabled"),
-                );
-                false
-            }
-        },
-        None => false,
-    };
-    if exactly_once {
-        out.notes.push(format!(
-            "{pair}: exactly-once flows do not take over MM2's progress (take_over_from_mm2 is for at-least-once flows): start it once without exactly_once to take over, or it mirrors from start_offset"
-        ));
-    } else {
-        lines.push("take_over_from_mm2 = true".into());
-    }
+    lines.push("take_over_from_mm2 = true".into());
 
     // The replication policy.
     let class = p.flow(pair, "replication.policy.class");
@@ -205,8 +182,11 @@ pub(super) fn flow(
         "replication.policy.separator",
         "replication.policy.internal.topic.separator.enabled",
     ] {
-        if let Some((_, v)) = p.flow(pair, key) {
-            policy_config.push(format!("{} = {}", quoted(key), quoted(&v)));
+        if let Some((k, v)) = p.flow(pair, key) {
+            match kmirror_value(&v) {
+                Ok(v) => policy_config.push(format!("{} = {}", quoted(key), quoted(&v))),
+                Err(why) => refuse(out, k, why),
+            }
         }
     }
     if class.is_some() || !policy_config.is_empty() {
@@ -221,8 +201,11 @@ pub(super) fn flow(
                 continue;
             }
             let mut found = candidates.iter().filter_map(|c| p.flow(pair, c));
-            if let Some((_, v)) = found.next() {
-                config.push(format!("{} = {}", quoted(key), quoted(&v)));
+            if let Some((k, v)) = found.next() {
+                match kmirror_value(&v) {
+                    Ok(v) => config.push(format!("{} = {}", quoted(key), quoted(&v))),
+                    Err(why) => refuse(out, k, why),
+                }
             }
             for (k, _) in found {
                 out.not_needed.push(Untranslated {
@@ -283,9 +266,12 @@ pub(super) fn flow(
     if let Some((k, v)) = p.flow(pair, "offset.lag.max") {
         match v.parse::<u64>() {
             // MM2's 0 and kmirror's 1 both write a sync for every record.
-            Ok(0) => lines.push(format!(
-                "offset_lag_max = 1   # {k} = 0: a sync for every record"
-            )),
+            Ok(0) => {
+                lines.push(format!("offset_lag_max = 1   # {k} = 0"));
+                out.notes.push(format!(
+                    "{k} = 0 (a sync for every record) became offset_lag_max = 1, kmirror's least (a sync at least every other record); kmirror's translation is exact whatever it is, from the syncs it writes at every break of the offsets' 1:1 run"
+                ));
+            }
             Ok(n) => lines.push(format!("offset_lag_max = {n}   # {k}")),
             _ => refuse(out, k, format!("`{v}`: a whole number of records")),
         }
@@ -350,8 +336,7 @@ pub(super) fn flow(
             continue;
         }
         if let Some((k, v)) = p.flow(pair, key) {
-            let harmless = (key.ends_with(".enabled") && v.eq_ignore_ascii_case("true"))
-                || key.ends_with("retention.ms") && v.trim() == "-1";
+            let harmless = key.ends_with(".enabled") && v.eq_ignore_ascii_case("true");
             if !harmless {
                 refuse(out, k, why.to_string());
             }

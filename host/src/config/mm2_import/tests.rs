@@ -173,15 +173,169 @@ fn a_tuned_bidirectional_configuration_translates_what_has_an_equivalent_and_nam
 }
 
 #[test]
-fn exactly_once_source_support_turns_exactly_once_on_without_a_takeover() {
+fn an_exactly_once_mm2_becomes_flows_that_take_over_and_says_to_switch_after() {
     let mut props = fixture("connect-mirror-maker.properties");
+    props.insert("B.exactly.once.source.support".into(), "enabled".into());
     props.insert("exactly.once.source.support".into(), "enabled".into());
     let (t, cfg) = translated(&props);
     for f in &cfg.flows {
-        assert!(f.settings.exactly_once.is_some(), "{}", f.name);
-        assert!(!f.settings.take_over_from_mm2, "{}", f.name);
+        assert!(f.settings.exactly_once.is_none(), "{}", f.name);
+        assert!(f.settings.take_over_from_mm2, "{}", f.name);
     }
-    assert_eq!(t.notes.len(), 2, "{:?}", t.notes);
+    assert_eq!(keys(&t.untranslated), ["B.exactly.once.source.support"]);
+    assert!(t.untranslated[0].reason.contains("set exactly_once = true"));
+    // MM2 reads it only from the target's worker settings.
+    assert!(keys(&t.not_needed).contains(&"exactly.once.source.support"));
+}
+
+/// A small MM2 file: clusters A and B, the flow A->B, and `extra`.
+fn one_way(extra: &str) -> BTreeMap<String, String> {
+    parse(&format!(
+        "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n{extra}"
+    ))
+    .expect("properties")
+}
+
+#[test]
+fn client_settings_follow_mm2s_precedence_and_name_what_one_cluster_cannot_hold() {
+    let (t, cfg) = translated(&one_way(
+        "security.protocol = SSL\nssl.endpoint.identification.algorithm = https\nB.security.protocol = PLAINTEXT\nA.producer.client.id = p\nA.consumer.client.id = c\nA.linger.ms = 5\nB.producer.linger.ms = 7\nA.producer.acks = all\n",
+    ));
+    let f = &cfg.flows[0];
+    let get = |m: &BTreeMap<String, String>, k: &str| m.get(k).cloned();
+    // Top-level security settings reach every cluster, under the cluster's own.
+    assert_eq!(
+        get(&f.source.librdkafka, "security.protocol").as_deref(),
+        Some("SSL")
+    );
+    assert_eq!(
+        get(&f.target.librdkafka, "security.protocol").as_deref(),
+        Some("PLAINTEXT")
+    );
+    assert_eq!(
+        get(
+            &f.target.librdkafka,
+            "ssl.endpoint.identification.algorithm"
+        )
+        .as_deref(),
+        Some("https")
+    );
+    assert_eq!(get(&f.target.librdkafka, "linger.ms").as_deref(), Some("7"));
+    let why = |key: &str| {
+        t.untranslated
+            .iter()
+            .find(|u| u.key == key)
+            .map(|u| u.reason.clone())
+            .unwrap_or_else(|| panic!("{key}: {:?}", t.untranslated))
+    };
+    // Two client kinds, two values, one cluster: named (the first kept).
+    assert!(why("A.producer.client.id").contains("conflicts with A.consumer.client.id"));
+    // MM2 gave a plain `A.linger.ms` to no client.
+    assert!(why("A.linger.ms").contains("had no effect there"));
+    // kmirror's own value: nothing lost.
+    assert!(keys(&t.not_needed).contains(&"A.producer.acks"));
+}
+
+#[test]
+fn keys_of_an_enabled_flow_are_translated_or_named_never_passed_over() {
+    let (t, _) = translated(&one_way(
+        "A->B.sync.group.offset.enabled = true\nA->B.producer.override.linger.ms = 5\nB->A.topics = x\noffset.storage.topic = custom-offsets\nconfig.providers = file\n",
+    ));
+    let named = keys(&t.untranslated);
+    for key in [
+        "A->B.producer.override.linger.ms",
+        "A->B.sync.group.offset.enabled",
+        "config.providers",
+        "offset.storage.topic",
+    ] {
+        assert!(named.contains(&key), "{key}: {:?}", t.untranslated);
+    }
+    // A flow that is not enabled needs nothing; MM2's heartbeats for it are noted.
+    assert!(keys(&t.not_needed).contains(&"B->A.topics"));
+    assert!(
+        t.notes.iter().any(|n| n.contains("A.heartbeats")),
+        "{:?}",
+        t.notes
+    );
+}
+
+#[test]
+fn secrets_and_dollars_reach_librdkafka_as_mm2_had_them() {
+    let (t, cfg) = translated(&one_way(
+        "A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username='u s' password=\"pa$$w${x\";\nB.ssl.keystore.type = PKCS12\nB.ssl.keystore.location = /k.p12\nB.ssl.key.password = a$b\n",
+    ));
+    let f = &cfg.flows[0];
+    assert_eq!(
+        f.source.librdkafka.get("sasl.username").map(String::as_str),
+        Some("u s")
+    );
+    assert_eq!(
+        f.source.librdkafka.get("sasl.password").map(String::as_str),
+        Some("pa$$w${x"),
+        "{}",
+        t.toml
+    );
+    assert_eq!(
+        f.target
+            .librdkafka
+            .get("ssl.key.password")
+            .map(String::as_str),
+        Some("a$b")
+    );
+    assert_eq!(
+        f.target
+            .librdkafka
+            .get("ssl.keystore.location")
+            .map(String::as_str),
+        Some("/k.p12")
+    );
+    // MM2's environment reference, as kmirror writes it.
+    let t = translate(&one_way("B.ssl.key.password = ${env:KEY_PASSWORD}\n"), "p").expect("t");
+    assert!(
+        t.toml
+            .contains("\"ssl.key.password\" = \"${KEY_PASSWORD}\""),
+        "{}",
+        t.toml
+    );
+    // A JKS keystore, a JAAS option librdkafka has not, another config provider: named.
+    let (t, _) = translated(&one_way(
+        "A.ssl.keystore.location = /k.jks\nA.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username=u password=p tokenauth=true;\nB.ssl.key.password = ${file:/etc/p:pw}\n",
+    ));
+    assert_eq!(
+        keys(&t.untranslated),
+        [
+            "A.sasl.jaas.config",
+            "A.ssl.keystore.location",
+            "B.ssl.key.password"
+        ],
+        "{:?}",
+        t.untranslated
+    );
+}
+
+#[test]
+fn jaas_values_are_read_as_javas_parser_reads_them() {
+    let plain = "org.apache.kafka.common.security.plain.PlainLoginModule";
+    let creds = |line: &str| client::jaas(line).map(|v| (v[0].1.clone(), v[1].1.clone()));
+    assert_eq!(
+        creds(&format!(
+            r#"{plain} required username="a\"b" password='c\\d';"#
+        )),
+        Ok(("a\"b".into(), "c\\d".into()))
+    );
+    assert_eq!(
+        creds(&format!("{plain}   required\n  password=p   username=u ;")),
+        Ok(("u".into(), "p".into()))
+    );
+    assert!(
+        creds(&format!(r#"{plain} required username="u" password="p"#)).is_err(),
+        "unterminated"
+    );
+    assert!(
+        creds(&format!("{plain} username=u password=p;")).is_err(),
+        "no control flag"
+    );
+    assert!(creds("com.sun.security.auth.module.Krb5LoginModule required;").is_err());
 }
 
 #[test]

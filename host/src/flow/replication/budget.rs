@@ -20,13 +20,16 @@ const PACED_FLOOR: usize = 256 * 1024;
 const RATE_WINDOW: Duration = Duration::from_millis(250);
 
 /// The rate the target acknowledges at, in records per second, measured over windows of
-/// [`RATE_WINDOW`] in which records were acknowledged.
+/// [`RATE_WINDOW`] in which records were acknowledged. A window in which the budget held
+/// records back measures the budget as much as the target: its rate is believed only when
+/// it is higher (else the budget would shrink itself to its floor on a slow link).
 #[derive(Debug, Clone)]
 struct Pace {
     within: Duration,
     since: Option<Instant>,
     acked: usize,
     rate: f64,
+    held: bool,
 }
 
 /// A byte budget for un-acknowledged records, judged from the producer's queue length and
@@ -59,6 +62,7 @@ impl UnackedBudget {
                 since: None,
                 acked: 0,
                 rate: 0.0,
+                held: false,
             }),
             ..UnackedBudget::new(bytes)
         }
@@ -66,21 +70,28 @@ impl UnackedBudget {
 
     /// `records` were acknowledged at `now` (a paced budget measures the rate).
     pub fn acked(&mut self, records: usize, now: Instant) {
+        let holding = self.holding;
         let Some(pace) = &mut self.pace else {
             return;
         };
+        if records == 0 {
+            return; // a window is measured from acknowledgements to acknowledgements
+        }
+        pace.held |= holding;
         let since = *pace.since.get_or_insert(now);
         pace.acked += records;
         let elapsed = now.saturating_duration_since(since);
         if elapsed >= RATE_WINDOW {
             let sample = pace.acked as f64 / elapsed.as_secs_f64();
-            // Quick to follow a faster target, slower to believe a slower one.
-            pace.rate = if sample >= pace.rate {
-                sample
-            } else {
-                pace.rate * 0.5 + sample * 0.5
-            };
+            // Quick to follow a faster target; a slower one is believed by halves, and
+            // only from a window the budget did not throttle.
+            if sample >= pace.rate {
+                pace.rate = sample;
+            } else if !pace.held {
+                pace.rate = pace.rate * 0.5 + sample * 0.5;
+            }
             pace.acked = 0;
+            pace.held = false;
             pace.since = Some(now);
         }
     }
@@ -91,6 +102,7 @@ impl UnackedBudget {
         if let Some(pace) = &mut self.pace {
             pace.since = None;
             pace.acked = 0;
+            pace.held = false;
         }
     }
 
@@ -130,6 +142,9 @@ impl UnackedBudget {
         } else {
             held >= limit
         };
+        if let Some(pace) = &mut self.pace {
+            pace.held |= self.holding;
+        }
         self.holding
     }
 
@@ -210,8 +225,17 @@ mod tests {
         assert!(!b.holds(16_000));
         assert!(b.holds(16_778), "never above the byte budget");
         assert!(!b.holds(8_000));
-        // Slower: believed by halves, window after window (1,000 records/s here).
+        // Slower, while the budget holds records back: not believed (it measures the
+        // budget itself, which would shrink to its floor on a slow link).
+        assert!(b.holds(16_778));
         for w in 1..=10 {
+            b.acked(250, t0 + ms(500 + 250 * w));
+        }
+        assert!(!b.holds(8_000), "still the byte budget: {b:?}");
+        // Slower without holding anything back: believed by halves, window after window
+        // (1,000 records/s here).
+        for w in 11..=20 {
+            assert!(!b.holds(10));
             b.acked(250, t0 + ms(500 + 250 * w));
         }
         assert!(b.holds(1_300), "about 1.2 MB now: {b:?}");

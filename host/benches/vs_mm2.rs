@@ -1,0 +1,281 @@
+//! kmirror beside MirrorMaker 2 on the same two Apache Kafka clusters and the same
+//! preloaded data (one topic of 40 partitions; a key and one header per record; 1 KiB and
+//! 200 B values), runs interleaved, medians of `REPS` (default 3):
+//!
+//! - `kmirror`: the real binary, its defaults (the built-in MM2 policy and filter);
+//! - `mm2`: MirrorMaker 2 in dedicated mode (`org.apache.kafka.connect.mirror.MirrorMaker`,
+//!   Apache Kafka's own jars) with its defaults, in the JVM its script starts
+//!   (`connect-mirror-maker.sh`: `-Xms256M -Xmx2G`, G1);
+//! - `mm2 tuned`: the same as operators tune it ([`TUNED`]): tasks = cores, producer batching
+//!   and linger, consumer fetch sizes.
+//!
+//! Each run mirrors into a fresh target broker; progress is the sum of the target
+//! partitions' high watermarks, read the same way for every contender. Reported per
+//! contender: steady records/s and MB/s (from the first tenth of the records to the last),
+//! records per CPU-second of the process in that steady state, peak RSS, and start to
+//! the first record on the target.
+//!
+//! `scripts/bench.sh mm2` (or `KMIRROR_TEST_BROKER=kafka cargo bench -p kmirror --bench
+//! vs_mm2`); `RECORDS` per size (default 1,000,000), `REPS`, `SIZES` (default 1024,200),
+//! `CONTENDERS` (default `kmirror,mm2,mm2-tuned`).
+
+mod common;
+#[path = "../../tests/e2e/support/mod.rs"]
+mod support;
+
+use common::{median, usage};
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::{Broker, Client, kafka};
+
+const PARTITIONS: i32 = 40;
+
+/// MirrorMaker 2 as operators tune it for throughput (on two cores).
+const TUNED: &str = "tasks.max = 2
+src.consumer.fetch.max.bytes = 52428800
+src.consumer.max.partition.fetch.bytes = 2097152
+src.consumer.max.poll.records = 2000
+backup.producer.linger.ms = 50
+backup.producer.batch.size = 524288
+backup.producer.buffer.memory = 67108864
+backup.producer.compression.type = none
+backup.offset.flush.interval.ms = 10000
+";
+
+/// The JVM `connect-mirror-maker.sh` starts (its heap, and kafka-run-class's G1 options).
+const MM2_JVM: [&str; 8] = [
+    "-Xms256M",
+    "-Xmx2G",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+];
+
+/// One run's figures.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    /// Records per second, steady.
+    rate: f64,
+    /// CPU seconds of the process in the steady state.
+    steady_cpu: f64,
+    /// Records copied in the steady state.
+    steady_records: usize,
+    /// Peak RSS, MiB.
+    rss: f64,
+    /// From process start to the first record on the target, s.
+    first: f64,
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn preload(addr: &str, topic: &str, size: usize, n: usize) {
+    let c = Client::new(addr);
+    c.create_topic(topic, PARTITIONS);
+    let value = vec![b'v'; size];
+    for i in 0..n {
+        let id = i.to_string();
+        c.produce(
+            topic,
+            (i % PARTITIONS as usize) as i32,
+            id.as_bytes(),
+            &value,
+            &[("id", id.as_bytes())],
+            1_700_000_000_000 + i as i64,
+        );
+    }
+    c.flush();
+}
+
+/// The records on `topic` of `addr` (its partitions' high watermarks), 0 while it is missing.
+fn on_target(reader: &BaseConsumer, topic: &str) -> usize {
+    (0..PARTITIONS)
+        .map(|p| {
+            reader
+                .fetch_watermarks(topic, p, Duration::from_secs(5))
+                .map_or(0, |(_, high)| high.max(0) as usize)
+        })
+        .sum()
+}
+
+/// Times the process `pid`, started at `started`, until `topic` on `dst` holds `n` records.
+fn measure(pid: u32, started: Instant, dst: &str, topic: &str, n: usize) -> Figures {
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", dst)
+        .set("group.id", "bench-watch")
+        .create()
+        .expect("reader");
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    let (mut first, mut tenth) = (None, None);
+    let mut sample;
+    loop {
+        let done = on_target(&reader, topic);
+        sample = usage(pid);
+        if done > 0 {
+            first.get_or_insert_with(|| started.elapsed().as_secs_f64());
+        }
+        if done >= n / 10 && tenth.is_none() {
+            tenth = Some((Instant::now(), sample.0, done));
+        }
+        if done >= n {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {done} of {n} in 30 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (at, cpu, done) = tenth.expect("a tenth");
+    let secs = at.elapsed().as_secs_f64().max(1e-3);
+    Figures {
+        rate: (n - done) as f64 / secs,
+        steady_cpu: (sample.0 - cpu).max(1e-3),
+        steady_records: n - done,
+        rss: sample.1,
+        first: first.unwrap_or(0.0),
+    }
+}
+
+fn run_kmirror(src: &str, topic: &str, n: usize) -> Figures {
+    let dst = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("kmirror.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[clusters.src]\nbootstrap_servers = \"{src}\"\n[clusters.backup]\nbootstrap_servers = \"{}\"\n[plugins]\ndir = \"{}\"\n[[flows]]\nsource = \"src\"\ntarget = \"backup\"\nreplication_factor = 1\ntopic_filter = {{ builtin = \"default-topic-filter\", config = {{ \"topics\" = \"{topic}\" }} }}\n",
+            dst.addr,
+            dir.path().display(),
+        ),
+    )
+    .expect("config");
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .env("KMIRROR_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kmirror");
+    let figures = measure(child.id(), started, &dst.addr, &format!("src.{topic}"), n);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    figures
+}
+
+fn run_mm2(src: &str, topic: &str, n: usize, tuned: bool) -> Figures {
+    let dst = Broker::start();
+    let properties = format!(
+        "clusters = src, backup
+src.bootstrap.servers = {src}
+backup.bootstrap.servers = {}
+src->backup.enabled = true
+src->backup.topics = {topic}
+backup->src.enabled = false
+backup->src.emit.heartbeats.enabled = false
+replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+offset.storage.replication.factor = 1
+config.storage.replication.factor = 1
+status.storage.replication.factor = 1
+refresh.topics.interval.seconds = 5
+{}",
+        dst.addr,
+        if tuned { TUNED } else { "" }
+    );
+    let started = Instant::now();
+    let mut mm2 = kafka::Mm2::start_with_jvm(&properties, &MM2_JVM);
+    let pid = mm2.pid().expect("pid");
+    let figures = measure(pid, started, &dst.addr, &format!("src.{topic}"), n);
+    mm2.stop();
+    figures
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let n = env_usize("RECORDS", 1_000_000);
+    let reps = env_usize("REPS", 3);
+    let sizes: Vec<usize> = std::env::var("SIZES")
+        .unwrap_or("1024,200".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let contenders: Vec<String> = std::env::var("CONTENDERS")
+        .unwrap_or("kmirror,mm2,mm2-tuned".into())
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .collect();
+    let src = Broker::start();
+    println!(
+        "kmirror beside MirrorMaker 2 (Apache Kafka, broker: {}), {n} records per size over {PARTITIONS} partitions, median of {reps}",
+        support::broker_label()
+    );
+    for size in sizes {
+        let topic = format!("vs-{size}");
+        preload(&src.addr, &topic, size, n);
+        let mut runs: Vec<Vec<Figures>> = vec![Vec::new(); contenders.len()];
+        for rep in 0..reps {
+            for (i, c) in contenders.iter().enumerate() {
+                let f = match c.as_str() {
+                    "kmirror" => run_kmirror(&src.addr, &topic, n),
+                    "mm2" => run_mm2(&src.addr, &topic, n, false),
+                    "mm2-tuned" => run_mm2(&src.addr, &topic, n, true),
+                    other => panic!("unknown contender {other}"),
+                };
+                eprintln!("  {size} B, run {rep}, {c}: {f:?}");
+                runs[i].push(f);
+            }
+        }
+        println!(
+            "\n{size} B values ({} B per record with key and header):",
+            size + 20
+        );
+        println!(
+            "{:<10} {:>12} {:>9} {:>16} {:>10} {:>14}",
+            "", "records/s", "MB/s", "records/CPU-s", "RSS MiB", "first record s"
+        );
+        let mut table = Vec::new();
+        for (c, r) in contenders.iter().zip(&runs) {
+            let rate = median(r.iter().map(|f| f.rate).collect());
+            let per_cpu = median(
+                r.iter()
+                    .map(|f| f.steady_records as f64 / f.steady_cpu)
+                    .collect(),
+            );
+            let rss = median(r.iter().map(|f| f.rss).collect());
+            let first = median(r.iter().map(|f| f.first).collect());
+            println!(
+                "{c:<10} {rate:>12.0} {:>9.1} {per_cpu:>16.0} {rss:>10.0} {first:>14.2}",
+                rate * (size + 20) as f64 / 1e6
+            );
+            table.push((c.clone(), rate, per_cpu, rss));
+        }
+        if let (Some(k), Some(m)) = (
+            table.iter().find(|t| t.0 == "kmirror"),
+            table.iter().find(|t| t.0 == "mm2-tuned"),
+        ) {
+            println!(
+                "kmirror / tuned MM2: {:.2}x records/s, {:.2}x records per CPU-second, {:.2}x peak RSS",
+                k.1 / m.1,
+                k.2 / m.2,
+                k.3 / m.3
+            );
+        }
+    }
+}
