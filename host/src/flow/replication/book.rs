@@ -782,6 +782,27 @@ impl Book {
         }
     }
 
+    /// After a cooperative rebalance that kept partitions (`assigned` are the new ones):
+    /// librdkafka pauses and resumes the whole assignment around it and may restart a kept
+    /// partition's fetch from a stale start — its first fetch's position, the log start
+    /// when nothing was stored (librdkafka #4637) — which would hand out records already
+    /// done and look like a log started again. Each kept partition that flows is sought to
+    /// where it goes on (what was fetched before is dropped by the seek).
+    pub fn reseek_kept(&mut self, assigned: &[(String, i32)]) {
+        for p in self.table.iter_mut() {
+            let new = assigned
+                .iter()
+                .any(|(t, n)| **t == *p.topic && *n == p.partition);
+            if new || p.awaiting.is_some() || p.rewind.is_some() || p.stopped.is_some() {
+                continue;
+            }
+            if let Some(next) = p.progress.next() {
+                self.effects
+                    .push(Effect::Seek(p.topic.clone(), p.partition, next));
+            }
+        }
+    }
+
     /// Every partition whose progress is not stored is committed again with the next
     /// commit (after a rebalance: what a stale generation refused, the current one stores).
     pub fn recommit_unstored(&mut self) {

@@ -93,6 +93,10 @@ impl Core {
                 &e,
             ),
         }
+        if self.generation.is_none() {
+            // A group's rebalance: kept partitions go on where they got.
+            self.book.reseek_kept(&partitions);
+        }
         self.apply(consumer);
         // What a stale generation refused is stored by this one.
         self.book.recommit_unstored();

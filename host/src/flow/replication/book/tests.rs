@@ -1229,3 +1229,27 @@ fn a_stopped_partition_is_not_refreshed() {
             .is_empty()
     );
 }
+
+/// librdkafka may restart a partition it kept across a cooperative rebalance from its first
+/// fetch's position (#4637): seen end to end, 10 records done, then record 0 again, taken as
+/// a log started again and mirrored twice. After a rebalance every kept partition is sought
+/// to where it goes on; new ones, and partitions waiting for a seek of their own, are not.
+#[test]
+fn a_rebalance_seeks_each_kept_partition_to_where_it_goes_on() {
+    let now = Instant::now();
+    let mut book = truncation_book(false, false, None);
+    assert_sent(&mut book, 0..10, Some(0), now);
+    book.take_effects();
+    book.reseek_kept(&[]);
+    assert_eq!(seeks(&book.take_effects()), vec![10], "kept: sought to 10");
+    book.reseek_kept(&[("orders".to_string(), 0)]);
+    assert!(
+        seeks(&book.take_effects()).is_empty(),
+        "newly assigned: left alone"
+    );
+    // Waiting for its own seek back (a log started again): left to it.
+    assert_eq!(send_and_ack(&mut book, 3, Some(3), now), Offer::Declined);
+    book.take_effects();
+    book.reseek_kept(&[]);
+    assert!(seeks(&book.take_effects()).is_empty());
+}
