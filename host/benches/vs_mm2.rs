@@ -146,14 +146,17 @@ fn measure(pid: u32, started: Instant, dst: &str, topic: &str, n: usize) -> Figu
     }
 }
 
-fn run_kmirror(src: &str, topic: &str, n: usize) -> Figures {
+fn run_kmirror(src: &str, topic: &str, n: usize, rep: usize) -> Figures {
+    // A source alias of its own per run: kmirror stores its progress on the source (the
+    // group `kmirror.<source>.<target>`), where a second run would find the first's.
+    let alias = format!("src{rep}");
     let dst = Broker::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("kmirror.toml");
     std::fs::write(
         &config,
         format!(
-            "[clusters.src]\nbootstrap_servers = \"{src}\"\n[clusters.backup]\nbootstrap_servers = \"{}\"\n[plugins]\ndir = \"{}\"\n[[flows]]\nsource = \"src\"\ntarget = \"backup\"\nreplication_factor = 1\ntopic_filter = {{ builtin = \"default-topic-filter\", config = {{ \"topics\" = \"{topic}\" }} }}\n",
+            "[clusters.{alias}]\nbootstrap_servers = \"{src}\"\n[clusters.backup]\nbootstrap_servers = \"{}\"\n[plugins]\ndir = \"{}\"\n[[flows]]\nsource = \"{alias}\"\ntarget = \"backup\"\nreplication_factor = 1\ntopic_filter = {{ builtin = \"default-topic-filter\", config = {{ \"topics\" = \"{topic}\" }} }}\n",
             dst.addr,
             dir.path().display(),
         ),
@@ -168,7 +171,7 @@ fn run_kmirror(src: &str, topic: &str, n: usize) -> Figures {
         .stderr(Stdio::null())
         .spawn()
         .expect("kmirror");
-    let figures = measure(child.id(), started, &dst.addr, &format!("src.{topic}"), n);
+    let figures = measure(child.id(), started, &dst.addr, &format!("{alias}.{topic}"), n);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let _ = child.wait();
@@ -233,7 +236,7 @@ fn main() {
         for rep in 0..reps {
             for (i, c) in contenders.iter().enumerate() {
                 let f = match c.as_str() {
-                    "kmirror" => run_kmirror(&src.addr, &topic, n),
+                    "kmirror" => run_kmirror(&src.addr, &topic, n, rep + 100 * size),
                     "mm2" => run_mm2(&src.addr, &topic, n, false),
                     "mm2-tuned" => run_mm2(&src.addr, &topic, n, true),
                     other => panic!("unknown contender {other}"),
