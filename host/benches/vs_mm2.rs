@@ -171,7 +171,13 @@ fn run_kmirror(src: &str, topic: &str, n: usize, rep: usize) -> Figures {
         .stderr(Stdio::null())
         .spawn()
         .expect("kmirror");
-    let figures = measure(child.id(), started, &dst.addr, &format!("{alias}.{topic}"), n);
+    let figures = measure(
+        child.id(),
+        started,
+        &dst.addr,
+        &format!("{alias}.{topic}"),
+        n,
+    );
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let _ = child.wait();
