@@ -1417,51 +1417,20 @@ async fn pause_stops_a_partition_that_lost_records_at_the_source() {
 /// process.
 #[test]
 fn an_abandoned_exactly_once_shard_with_a_full_queue_ends() {
-    use kmirror::config::{OnSourceTruncation, OnUnproducible as OnFailure};
-    use kmirror::flow::exactly_once::shard::{self, ShardContext, ShardSettings, stop};
-    use std::sync::atomic::{AtomicU8, Ordering};
+    use kmirror::flow::exactly_once::shard::stop;
+    use std::sync::atomic::Ordering;
     logs();
     let (source, target) = mocks();
-    let telemetry = Arc::new(FlowTelemetry::new("primary->backup"));
-    let routes: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
-    let (_routes_tx, routes_rx) = watch::channel(routes);
-    let stop_flag = Arc::new(AtomicU8::new(stop::RUN));
-    let ctx = ShardContext {
-        source: cluster("primary", source.bootstrap_servers()),
-        // A queue of 1 KiB: a few records fill it.
-        target: cluster_with(
+    // A queue of 1 KiB: a few records fill it.
+    let shard = run_shard(
+        &source,
+        cluster_with(
             "backup",
             target.bootstrap_servers(),
             &[("queue.buffering.max.kbytes", "1")],
         ),
-        syncs_cluster: None,
-        flow: "primary->backup".into(),
-        shard: 0,
-        shards: 1,
-        transactional_id: "kmirror-test-shard-0".into(),
-        progress_group: "kmirror.primary.backup".into(),
-        syncs_topic: SYNCS.into(),
-        generation: 1,
-        settings: ShardSettings {
-            transaction_interval: Duration::from_millis(200),
-            max_records: 10_000,
-            max_bytes: 1 << 20,
-            start_offset: StartOffset::Earliest,
-            on_unproducible: OnFailure::Pause,
-            on_transform_error: OnFailure::Pause,
-            on_source_truncation: OnSourceTruncation::Continue,
-            retry_paused_every: Duration::from_secs(5),
-            offset_lag_max: 100,
-            flush_interval: Duration::from_millis(200),
-            refresh_every: Duration::from_secs(3600),
-        },
-        routes: routes_rx,
-        stop: stop_flag.clone(),
-        telemetry: telemetry.clone(),
-        roles: None,
-        session: 1,
-    };
-    let thread = std::thread::spawn(move || shard::run(ctx));
+    );
+    let (thread, stop_flag, telemetry) = (shard.thread, shard.stop, shard.telemetry);
     // The shard runs (its transactions initialised, its partitions read): its status is up.
     let up = holds_within(Duration::from_secs(30), || {
         telemetry
@@ -1636,9 +1605,8 @@ fn a_seek_hands_out_no_record_fetched_before_it() {
 /// commits and ends the shard cleanly.
 #[test]
 fn an_exactly_once_shard_mirrors_each_record_once_through_target_errors_and_an_outage() {
-    use kmirror::config::{OnSourceTruncation, OnUnproducible as OnFailure};
-    use kmirror::flow::exactly_once::shard::{self, ShardContext, ShardSettings, stop};
-    use std::sync::atomic::{AtomicU8, Ordering};
+    use kmirror::flow::exactly_once::shard::stop;
+    use std::sync::atomic::Ordering;
     logs();
     let (source, target) = mocks();
     target.request_errors(
@@ -1650,41 +1618,8 @@ fn an_exactly_once_shard_mirrors_each_record_once_through_target_errors_and_an_o
         &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_CONCURRENT_TRANSACTIONS; 3],
     );
     produce(&source.bootstrap_servers(), "orders", 0..1000);
-    let telemetry = Arc::new(FlowTelemetry::new("primary->backup"));
-    let routes: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
-    let (_routes_tx, routes_rx) = watch::channel(routes);
-    let stop_flag = Arc::new(AtomicU8::new(stop::RUN));
-    let ctx = ShardContext {
-        source: cluster("primary", source.bootstrap_servers()),
-        target: cluster("backup", target.bootstrap_servers()),
-        syncs_cluster: None,
-        flow: "primary->backup".into(),
-        shard: 0,
-        shards: 1,
-        transactional_id: "kmirror-test-shard-0".into(),
-        progress_group: "kmirror.primary.backup".into(),
-        syncs_topic: SYNCS.into(),
-        generation: 1,
-        settings: ShardSettings {
-            transaction_interval: Duration::from_millis(200),
-            max_records: 10_000,
-            max_bytes: 1 << 20,
-            start_offset: StartOffset::Earliest,
-            on_unproducible: OnFailure::Pause,
-            on_transform_error: OnFailure::Pause,
-            on_source_truncation: OnSourceTruncation::Continue,
-            retry_paused_every: Duration::from_secs(5),
-            offset_lag_max: 100,
-            flush_interval: Duration::from_millis(200),
-            refresh_every: Duration::from_secs(3600),
-        },
-        routes: routes_rx,
-        stop: stop_flag.clone(),
-        telemetry: telemetry.clone(),
-        roles: None,
-        session: 1,
-    };
-    let thread = std::thread::spawn(move || shard::run(ctx));
+    let shard = run_shard(&source, cluster("backup", target.bootstrap_servers()));
+    let (thread, stop_flag) = (shard.thread, shard.stop);
     let tservers = target.bootstrap_servers();
     let seen = count_ids(&tservers, "primary.orders", 1000, Duration::from_secs(60));
     assert_eq!(seen.len(), 1000, "the first thousand mirrored");
@@ -1820,5 +1755,60 @@ async fn a_single_instance_sends_again_in_order_what_timed_out_while_the_target_
             ids.windows(2).all(|w| w[0] < w[1]),
             "partition {p}: records first arrived out of order"
         );
+    }
+}
+
+/// Shard 0 of 1 of an exactly-once flow mirroring `orders` (2 partitions) from `source` to
+/// `target`, running on a thread of its own.
+struct ShardRun {
+    thread: std::thread::JoinHandle<Result<(), kmirror::flow::exactly_once::shard::ShardError>>,
+    stop: Arc<std::sync::atomic::AtomicU8>,
+    telemetry: Arc<FlowTelemetry>,
+    /// Kept for the shard's life: the routes never change.
+    _routes: watch::Sender<Routes>,
+}
+
+fn run_shard(source: &MockCluster<'static, DefaultProducerContext>, target: Cluster) -> ShardRun {
+    use kmirror::config::{OnSourceTruncation, OnUnproducible as OnFailure};
+    use kmirror::flow::exactly_once::shard::{self, ShardContext, ShardSettings, stop};
+    let telemetry = Arc::new(FlowTelemetry::new("primary->backup"));
+    let routes: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
+    let (routes_tx, routes_rx) = watch::channel(routes);
+    let stop_flag = Arc::new(std::sync::atomic::AtomicU8::new(stop::RUN));
+    let ctx = ShardContext {
+        source: cluster("primary", source.bootstrap_servers()),
+        target,
+        syncs_cluster: None,
+        flow: "primary->backup".into(),
+        shard: 0,
+        shards: 1,
+        transactional_id: "kmirror-test-shard-0".into(),
+        progress_group: "kmirror.primary.backup".into(),
+        syncs_topic: SYNCS.into(),
+        generation: 1,
+        settings: ShardSettings {
+            transaction_interval: Duration::from_millis(200),
+            max_records: 10_000,
+            max_bytes: 1 << 20,
+            start_offset: StartOffset::Earliest,
+            on_unproducible: OnFailure::Pause,
+            on_transform_error: OnFailure::Pause,
+            on_source_truncation: OnSourceTruncation::Continue,
+            retry_paused_every: Duration::from_secs(5),
+            offset_lag_max: 100,
+            flush_interval: Duration::from_millis(200),
+            refresh_every: Duration::from_secs(3600),
+        },
+        routes: routes_rx,
+        stop: stop_flag.clone(),
+        telemetry: telemetry.clone(),
+        roles: None,
+        session: 1,
+    };
+    ShardRun {
+        thread: std::thread::spawn(move || shard::run(ctx)),
+        stop: stop_flag,
+        telemetry,
+        _routes: routes_tx,
     }
 }

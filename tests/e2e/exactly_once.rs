@@ -25,7 +25,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use support::*;
 
@@ -276,21 +276,12 @@ fn a_paused_instance_whose_shards_moved_is_fenced_and_duplicates_nothing() {
             .then_some(())
     });
     // A stops answering in the middle of its transactions; its shards move to B.
-    let pid = a.pid().expect("pid").to_string();
-    let signal = |sig: &str| {
-        let ok = std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .expect("kill")
-            .success();
-        assert!(ok, "kill {sig}");
-    };
     let taken = |log: &str| {
         log.matches("shard taken: any earlier owner of it is fenced")
             .count()
     };
     let taken_before = taken(&b.logs());
-    signal("-STOP");
+    a.signal("-STOP");
     wait_for("B mirrors every partition", T, || {
         (shards_of(&status_b)? == 4).then_some(())
     });
@@ -299,7 +290,7 @@ fn a_paused_instance_whose_shards_moved_is_fenced_and_duplicates_nothing() {
     wait_for("B took A's shards over (init_transactions)", T, || {
         (taken(&b.logs()) > taken_before).then_some(())
     });
-    signal("-CONT");
+    a.signal("-CONT");
     // A notices: its commits are refused (fenced), its shards are gone; it rejoins.
     wait_for("A says it was fenced", T, || {
         let log = a.logs();
@@ -637,6 +628,18 @@ fn waits_while_the_other_mirrors(
     );
 }
 
+/// One flow's configurations in both delivery modes, in `dir`, each with a status endpoint
+/// of its own: [(at-least-once, its status), (exactly-once, its status)].
+fn both_modes(dir: &Path, primary: &str, backup: &str) -> [(PathBuf, String); 2] {
+    let (status_a, status_b) = (free_addr(), free_addr());
+    let alo_text = std::fs::read_to_string(at_least_once_config(dir, primary, backup, &status_a))
+        .expect("config");
+    let alo = dir.join("alo.toml");
+    std::fs::write(&alo, alo_text).expect("config");
+    let eos = config(dir, primary, backup, &status_b, "300ms");
+    [(alo, status_a), (eos, status_b)]
+}
+
 /// Issue 34 item 3: instances of one flow in both delivery modes. A rolling update that
 /// turns exactly-once on starts an exactly-once instance beside at-least-once ones: it waits
 /// until they stopped (before the fix both ran, and 25,087 of 73,650 records were
@@ -648,17 +651,7 @@ fn instances_of_both_delivery_modes_never_mirror_at_once() {
     let src = Client::new(&primary.addr);
     src.create_topic("shared", 2);
     let dir = tempfile::tempdir().expect("tempdir");
-    let (status_a, status_b) = (free_addr(), free_addr());
-    let alo_text = std::fs::read_to_string(at_least_once_config(
-        dir.path(),
-        &primary.addr,
-        &backup.addr,
-        &status_a,
-    ))
-    .expect("config");
-    let alo = dir.path().join("alo.toml");
-    std::fs::write(&alo, alo_text).expect("config");
-    let eos = config(dir.path(), &primary.addr, &backup.addr, &status_b, "300ms");
+    let [(alo, status_a), (eos, status_b)] = both_modes(dir.path(), &primary.addr, &backup.addr);
     let mut feeder = Feeder::start(&primary.addr, "shared", 2, 500);
     let mut a = Kmirror::start(&alo, &dir.path().join("alo-1.log"));
     first_commit(&status_a, &a);
@@ -697,17 +690,7 @@ fn instances_of_both_delivery_modes_started_together_leave_the_flow_to_exactly_o
     let src = Client::new(&primary.addr);
     src.create_topic("together", 2);
     let dir = tempfile::tempdir().expect("tempdir");
-    let (status_a, status_b) = (free_addr(), free_addr());
-    let alo_text = std::fs::read_to_string(at_least_once_config(
-        dir.path(),
-        &primary.addr,
-        &backup.addr,
-        &status_a,
-    ))
-    .expect("config");
-    let alo = dir.path().join("alo.toml");
-    std::fs::write(&alo, alo_text).expect("config");
-    let eos = config(dir.path(), &primary.addr, &backup.addr, &status_b, "300ms");
+    let [(alo, status_a), (eos, status_b)] = both_modes(dir.path(), &primary.addr, &backup.addr);
     let mut feeder = Feeder::start(&primary.addr, "together", 2, 300);
     let mut a = Kmirror::start(&alo, &dir.path().join("alo.log"));
     let mut b = Kmirror::start(&eos, &dir.path().join("eos.log"));

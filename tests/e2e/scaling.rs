@@ -755,16 +755,7 @@ fn a_single_instance_frozen_past_its_term_with_records_queued_sends_none_of_them
     wait_for("the hundred queued in the first's producer", T, || {
         (in_flight(&configs[0].1)? == 100).then_some(())
     });
-    let pid = a.pid().expect("pid").to_string();
-    let signal = |sig: &str| {
-        let ok = std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .expect("kill")
-            .success();
-        assert!(ok, "kill {sig}");
-    };
-    signal("-STOP");
+    a.signal("-STOP");
     // The second fences the frozen holder, waits a whole lease and mirrors the hundred.
     let mut b = Kmirror::start(&configs[1].0, &log_b);
     assert!(
@@ -778,7 +769,7 @@ fn a_single_instance_frozen_past_its_term_with_records_queued_sends_none_of_them
     });
     // The first wakes long past its term: it loses the lease and exits, having sent none
     // of the records it had queued (without the give-up time they leave on waking).
-    signal("-CONT");
+    a.signal("-CONT");
     let exit = a.wait_exit(Duration::from_secs(60));
     let logs_a = a.logs();
     assert!(matches!(exit, Some(c) if c != 0), "{exit:?}\n{logs_a}");

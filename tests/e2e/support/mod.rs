@@ -358,6 +358,17 @@ impl Kmirror {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Sends it `sig` (`kill -STOP`, `-CONT`, ...), which must be delivered.
+    pub fn signal(&self, sig: &str) {
+        let pid = self.pid().expect("running").to_string();
+        let ok = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill {sig} {pid}");
+    }
+
     /// Whether it is still running.
     pub fn running(&mut self) -> bool {
         self.child
