@@ -69,6 +69,8 @@ struct Figures {
     rss: f64,
     /// From process start to the first record on the target, s.
     first: f64,
+    /// From a new source topic's first record to its arrival on the target, s.
+    new_topic: f64,
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -143,7 +145,36 @@ fn measure(pid: u32, started: Instant, dst: &str, topic: &str, n: usize) -> Figu
         steady_records: n - done,
         rss: sample.1,
         first: first.unwrap_or(0.0),
+        new_topic: 0.0,
     }
+}
+
+/// Creates `fresh` on `src` with one record and returns the seconds until `mirrored` on
+/// `dst` holds it (both mirrors look for new topics every 5 s).
+fn new_topic(src: &str, fresh: &str, dst: &str, mirrored: &str) -> f64 {
+    let c = Client::new(src);
+    c.create_topic(fresh, 1);
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", dst)
+        .set("group.id", "bench-watch")
+        .create()
+        .expect("reader");
+    let at = Instant::now();
+    c.produce(fresh, 0, b"k", b"v", &[("id", b"0")], 1_700_000_000_000);
+    c.flush();
+    let deadline = at + Duration::from_secs(120);
+    while reader
+        .fetch_watermarks(mirrored, 0, Duration::from_secs(5))
+        .map_or(0, |(_, high)| high)
+        < 1
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{mirrored} never got its first record"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    at.elapsed().as_secs_f64()
 }
 
 fn run_kmirror(src: &str, topic: &str, n: usize, rep: usize) -> Figures {
@@ -156,7 +187,7 @@ fn run_kmirror(src: &str, topic: &str, n: usize, rep: usize) -> Figures {
     std::fs::write(
         &config,
         format!(
-            "[clusters.{alias}]\nbootstrap_servers = \"{src}\"\n[clusters.backup]\nbootstrap_servers = \"{}\"\n[plugins]\ndir = \"{}\"\n[[flows]]\nsource = \"{alias}\"\ntarget = \"backup\"\nreplication_factor = 1\ntopic_filter = {{ builtin = \"default-topic-filter\", config = {{ \"topics\" = \"{topic}\" }} }}\n",
+            "[clusters.{alias}]\nbootstrap_servers = \"{src}\"\n[clusters.backup]\nbootstrap_servers = \"{}\"\n[plugins]\ndir = \"{}\"\n[[flows]]\nsource = \"{alias}\"\ntarget = \"backup\"\nreplication_factor = 1\ntopic_filter = {{ builtin = \"default-topic-filter\", config = {{ \"topics\" = \"{topic}, fresh-.*\" }} }}\n",
             dst.addr,
             dir.path().display(),
         ),
@@ -171,27 +202,29 @@ fn run_kmirror(src: &str, topic: &str, n: usize, rep: usize) -> Figures {
         .stderr(Stdio::null())
         .spawn()
         .expect("kmirror");
-    let figures = measure(
+    let mut figures = measure(
         child.id(),
         started,
         &dst.addr,
         &format!("{alias}.{topic}"),
         n,
     );
+    let fresh = format!("fresh-{alias}");
+    figures.new_topic = new_topic(src, &fresh, &dst.addr, &format!("{alias}.{fresh}"));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let _ = child.wait();
     figures
 }
 
-fn run_mm2(src: &str, topic: &str, n: usize, tuned: bool) -> Figures {
+fn run_mm2(src: &str, topic: &str, n: usize, tuned: bool, fresh: &str) -> Figures {
     let dst = Broker::start();
     let properties = format!(
         "clusters = src, backup
 src.bootstrap.servers = {src}
 backup.bootstrap.servers = {}
 src->backup.enabled = true
-src->backup.topics = {topic}
+src->backup.topics = {topic}, fresh-{fresh}
 backup->src.enabled = false
 backup->src.emit.heartbeats.enabled = false
 replication.factor = 1
@@ -209,7 +242,9 @@ refresh.topics.interval.seconds = 5
     let started = Instant::now();
     let mut mm2 = kafka::Mm2::start_with_jvm(&properties, &MM2_JVM);
     let pid = mm2.pid().expect("pid");
-    let figures = measure(pid, started, &dst.addr, &format!("src.{topic}"), n);
+    let mut figures = measure(pid, started, &dst.addr, &format!("src.{topic}"), n);
+    let fresh = format!("fresh-{fresh}");
+    figures.new_topic = new_topic(src, &fresh, &dst.addr, &format!("src.{fresh}"));
     mm2.stop();
     figures
 }
@@ -243,8 +278,8 @@ fn main() {
             for (i, c) in contenders.iter().enumerate() {
                 let f = match c.as_str() {
                     "kmirror" => run_kmirror(&src.addr, &topic, n, rep + 100 * size),
-                    "mm2" => run_mm2(&src.addr, &topic, n, false),
-                    "mm2-tuned" => run_mm2(&src.addr, &topic, n, true),
+                    "mm2" => run_mm2(&src.addr, &topic, n, false, &format!("{size}-{rep}-d")),
+                    "mm2-tuned" => run_mm2(&src.addr, &topic, n, true, &format!("{size}-{rep}-t")),
                     other => panic!("unknown contender {other}"),
                 };
                 eprintln!("  {size} B, run {rep}, {c}: {f:?}");
@@ -256,8 +291,8 @@ fn main() {
             size + 20
         );
         println!(
-            "{:<10} {:>12} {:>9} {:>16} {:>10} {:>14}",
-            "", "records/s", "MB/s", "records/CPU-s", "RSS MiB", "first record s"
+            "{:<10} {:>12} {:>9} {:>16} {:>10} {:>14} {:>13}",
+            "", "records/s", "MB/s", "records/CPU-s", "RSS MiB", "first record s", "new topic s"
         );
         let mut table = Vec::new();
         for (c, r) in contenders.iter().zip(&runs) {
@@ -269,8 +304,9 @@ fn main() {
             );
             let rss = median(r.iter().map(|f| f.rss).collect());
             let first = median(r.iter().map(|f| f.first).collect());
+            let fresh = median(r.iter().map(|f| f.new_topic).collect());
             println!(
-                "{c:<10} {rate:>12.0} {:>9.1} {per_cpu:>16.0} {rss:>10.0} {first:>14.2}",
+                "{c:<10} {rate:>12.0} {:>9.1} {per_cpu:>16.0} {rss:>10.0} {first:>14.2} {fresh:>13.2}",
                 rate * (size + 20) as f64 / 1e6
             );
             table.push((c.clone(), rate, per_cpu, rss));
