@@ -1495,15 +1495,7 @@ async fn a_single_instance_task_stops_by_itself_once_its_lease_term_ended() {
     let term = TermEnd::default();
     term.set(boot_time() + Duration::from_secs(3600));
     let abandon = CancellationToken::new();
-    let (running_tx, _running) = tokio::sync::mpsc::channel(1);
-    let (_rejoin_tx, rejoin) = watch::channel(0u64);
-    let shared = replication::TaskShared::new(Duration::from_secs(6), rejoin).single(
-        (1, 1),
-        abandon.clone(),
-        running_tx,
-        replication::Producers::default(),
-        term.clone(),
-    );
+    let (shared, _held) = single_task(abandon.clone(), term.clone());
     let (src, tgt) = (
         cluster("primary", source.bootstrap_servers()),
         cluster("backup", target.bootstrap_servers()),
@@ -1663,15 +1655,7 @@ async fn a_single_instance_sends_again_in_order_what_timed_out_while_the_target_
         .expect("produce");
     let term = TermEnd::default();
     term.set(boot_time() + Duration::from_secs(3600));
-    let (running_tx, _running) = tokio::sync::mpsc::channel(1);
-    let (_rejoin_tx, rejoin) = watch::channel(0u64);
-    let shared = replication::TaskShared::new(Duration::from_secs(6), rejoin).single(
-        (1, 1),
-        CancellationToken::new(),
-        running_tx,
-        replication::Producers::default(),
-        term.clone(),
-    );
+    let (shared, _held) = single_task(CancellationToken::new(), term.clone());
     let (src, tgt) = (
         cluster("primary", source.bootstrap_servers()),
         cluster("backup", target.bootstrap_servers()),
@@ -1811,4 +1795,26 @@ fn run_shard(source: &MockCluster<'static, DefaultProducerContext>, target: Clus
         telemetry,
         _routes: routes_tx,
     }
+}
+
+/// What a single instance's one replication task (lease epoch 1) shares: `abandon` cancels
+/// it, `term` ends its lease term. The other ends of its start report and its rejoin
+/// channel come back with it, to be held while it runs.
+fn single_task(
+    abandon: CancellationToken,
+    term: kmirror::flow::single::TermEnd,
+) -> (
+    replication::TaskShared,
+    (tokio::sync::mpsc::Receiver<()>, watch::Sender<u64>),
+) {
+    let (running_tx, running) = tokio::sync::mpsc::channel(1);
+    let (rejoin_tx, rejoin) = watch::channel(0u64);
+    let shared = replication::TaskShared::new(Duration::from_secs(6), rejoin).single(
+        (1, 1),
+        abandon,
+        running_tx,
+        replication::Producers::default(),
+        term,
+    );
+    (shared, (running, rejoin_tx))
 }

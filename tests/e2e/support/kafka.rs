@@ -715,27 +715,17 @@ pub struct Mm2 {
 impl Mm2 {
     /// Starts MirrorMaker 2 with `properties` (an `mm2.properties` text).
     pub fn start(properties: &str) -> Mm2 {
-        let dir = tempfile::Builder::new()
-            .prefix("kmirror-mm2-")
-            .tempdir()
-            .expect("temp dir");
-        let config = dir.path().join("mm2.properties");
-        std::fs::write(&config, properties).expect("mm2.properties");
-        let log = std::fs::File::create(dir.path().join("mm2.log")).expect("mm2.log");
-        let mut cmd = java(dir.path(), "512m");
-        cmd.arg("org.apache.kafka.connect.mirror.MirrorMaker")
-            .arg(&config)
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log);
-        Mm2 {
-            child: Some(cmd.spawn().expect("start MirrorMaker 2 (java)")),
-            dir,
-        }
+        Self::launch(properties, |dir| java(dir, "512m"))
     }
 
     /// Starts MirrorMaker 2 with `properties` in a JVM started with `jvm` (for benchmarks:
     /// the options its own script, `connect-mirror-maker.sh`, uses).
     pub fn start_with_jvm(properties: &str, jvm: &[&str]) -> Mm2 {
+        Self::launch(properties, |dir| java_exact(dir, jvm))
+    }
+
+    /// MirrorMaker 2 in the JVM `java` makes for its directory.
+    fn launch(properties: &str, java: impl FnOnce(&Path) -> Command) -> Mm2 {
         let dir = tempfile::Builder::new()
             .prefix("kmirror-mm2-")
             .tempdir()
@@ -743,7 +733,7 @@ impl Mm2 {
         let config = dir.path().join("mm2.properties");
         std::fs::write(&config, properties).expect("mm2.properties");
         let log = std::fs::File::create(dir.path().join("mm2.log")).expect("mm2.log");
-        let mut cmd = java_exact(dir.path(), jvm);
+        let mut cmd = java(dir.path());
         cmd.arg("org.apache.kafka.connect.mirror.MirrorMaker")
             .arg(&config)
             .stdout(log.try_clone().expect("log"))
