@@ -1,9 +1,10 @@
-//! Checkpoint decisions as pure functions: which checkpoint a committed offset becomes, and
-//! when it is emitted.
+//! Checkpoint decisions as pure functions: which checkpoint a committed offset becomes,
+//! when it is emitted, and when target groups are synced.
 
 use crate::flow::Routes;
 use crate::formats::Checkpoint;
 use crate::kafka::Committed;
+use std::time::Duration;
 
 /// (group, target topic, partition).
 pub type CheckpointKey = (String, String, i32);
@@ -92,6 +93,15 @@ pub fn syncs_match_target(target_end: Option<i64>, oldest_synced: Option<i64>) -
         .is_some_and(|(end, oldest)| end < oldest)
 }
 
+/// Whether a checkpoint pass that starts `since_sync` after the last group sync's pass
+/// (none yet: `None`) syncs the target groups, given `emit` (the checkpoint interval) and
+/// `sync` (the group sync interval). Passes are `emit` apart give or take the scheduler's
+/// jitter, so half a pass of slack keeps a sync interval equal to the checkpoint interval
+/// from syncing on every other pass only.
+pub fn sync_due(since_sync: Option<Duration>, emit: Duration, sync: Duration) -> bool {
+    since_sync.is_none_or(|since| since + emit / 2 >= sync)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +115,25 @@ mod tests {
             downstream: down,
             metadata: String::new(),
         }
+    }
+
+    #[test]
+    fn groups_are_synced_on_the_pass_their_interval_falls_on() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        assert!(sync_due(None, s(5), s(5)), "the first pass syncs");
+        assert!(
+            sync_due(Some(ms(4_990)), s(5), s(5)),
+            "the next pass, a little early, syncs again: every pass"
+        );
+        assert!(!sync_due(Some(s(5)), s(5), s(10)), "every other pass");
+        assert!(sync_due(Some(ms(9_990)), s(5), s(10)));
+        assert!(
+            sync_due(Some(s(1)), s(1), ms(500)),
+            "a sync interval below the checkpoint interval: every pass"
+        );
+        assert!(!sync_due(Some(s(1)), s(1), s(60)));
+        assert!(sync_due(Some(ms(59_600)), s(1), s(60)));
     }
 
     #[test]

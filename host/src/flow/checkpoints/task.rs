@@ -150,9 +150,10 @@ pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
             .telemetry
             .update(|s| s.last_checkpoint_pass_ms = Some(crate::flow::telemetry::now_ms()));
         tracing::debug!(flow = %cp.ctx.telemetry.flow, groups = cp.accepted.len(), checkpoints = count, took = ?started.elapsed(), "checkpoint pass");
-        if let Some(every) = cp.ctx.settings.sync_group_offsets {
-            if cp.synced_at.is_none_or(|t| t.elapsed() >= every) {
-                cp.synced_at = Some(Instant::now());
+        if let Some(sync) = cp.ctx.settings.sync_group_offsets {
+            let since = cp.synced_at.map(|t| started.saturating_duration_since(t));
+            if rules::sync_due(since, every, sync) {
+                cp.synced_at = Some(started);
                 cp.sync_groups().await;
             }
         }
