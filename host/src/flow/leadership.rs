@@ -77,17 +77,14 @@ pub async fn run(
     let (group, topic) = groups;
     let leader_flag = leader.clone();
     let stop = shutdown.clone();
-    let session = session_timeout.as_millis().max(1000);
-    let settings = [
+    let mut settings = crate::kafka::member_timing(session_timeout).to_vec();
+    settings.extend([
         (
             "partition.assignment.strategy",
             "cooperative-sticky".to_string(),
         ),
-        ("session.timeout.ms", session.to_string()),
-        ("heartbeat.interval.ms", (session / 3).to_string()),
-        ("max.poll.interval.ms", session.max(30_000).to_string()),
         ("allow.auto.create.topics", "false".to_string()),
-    ];
+    ]);
     let elect = move || {
         let settings: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let context = Elector {

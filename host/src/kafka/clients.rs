@@ -12,6 +12,7 @@ use rdkafka::consumer::{BaseConsumer, ConsumerContext, StreamConsumer};
 use rdkafka::producer::{BaseProducer, FutureProducer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientConfig, ClientContext};
 use std::ffi::CString;
+use std::time::Duration;
 
 /// Producer defaults a user may override.
 const PRODUCER_DEFAULTS: [(&str, &str); 2] = [("linger.ms", "5"), ("compression.type", "none")];
@@ -117,6 +118,21 @@ impl Cluster {
     }
 }
 
+/// The timing settings of a consumer-group member whose session is `session` (at least a
+/// second): heartbeats every tenth of it, not librdkafka's third, because a rebalance
+/// waits until its last member hears of it at a heartbeat, and the partitions on the move
+/// meanwhile wait too; the rebalance timeout (`max.poll.interval.ms`) long enough for a
+/// revocation's drain, short enough that a broker does not wait minutes for members at a
+/// first join.
+pub fn member_timing(session: Duration) -> [(&'static str, String); 3] {
+    let session = session.as_millis().max(1000);
+    [
+        ("session.timeout.ms", session.to_string()),
+        ("heartbeat.interval.ms", (session / 10).to_string()),
+        ("max.poll.interval.ms", session.max(30_000).to_string()),
+    ]
+}
+
 /// The last known (low, high) watermarks of `topic`/`partition` as the client saw them in
 /// its fetches; no request is made. `None` while unknown.
 pub fn cached_watermarks<C: ClientContext>(
@@ -208,6 +224,28 @@ mod tests {
                 .collect(),
         })
         .expect("cluster")
+    }
+
+    #[test]
+    fn a_member_hears_of_a_rebalance_within_a_tenth_of_its_session() {
+        let timing = |secs: f64| {
+            super::member_timing(std::time::Duration::from_secs_f64(secs))
+                .map(|(k, v)| format!("{k}={v}"))
+                .join(" ")
+        };
+        assert_eq!(
+            timing(10.0),
+            "session.timeout.ms=10000 heartbeat.interval.ms=1000 max.poll.interval.ms=30000"
+        );
+        assert_eq!(
+            timing(0.2),
+            "session.timeout.ms=1000 heartbeat.interval.ms=100 max.poll.interval.ms=30000",
+            "a session of at least a second"
+        );
+        assert_eq!(
+            timing(60.0),
+            "session.timeout.ms=60000 heartbeat.interval.ms=6000 max.poll.interval.ms=60000"
+        );
     }
 
     #[test]

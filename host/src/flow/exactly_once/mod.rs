@@ -321,29 +321,22 @@ impl ConsumerContext for ShardsGroup {
 
 fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationToken) {
     let shared = Arc::new(Shared::default());
-    let session = ctx.session_timeout.as_millis().max(1000);
-    let (session_ms, heartbeat_ms) = (session.to_string(), (session / 3).to_string());
-    let max_poll_ms = session.max(30_000).to_string();
+    let timing = crate::kafka::member_timing(ctx.session_timeout);
     let group = shards::shards_group(&ctx.source_alias, &ctx.target_alias);
     let context = ShardsGroup {
         shared: shared.clone(),
         drain_timeout: ctx.drain_timeout,
     };
-    let member = ctx.target.group_member(
-        &group,
-        &[
-            ("partition.assignment.strategy", "roundrobin"),
-            ("session.timeout.ms", session_ms.as_str()),
-            ("heartbeat.interval.ms", heartbeat_ms.as_str()),
-            ("max.poll.interval.ms", max_poll_ms.as_str()),
-            ("allow.auto.create.topics", "false"),
-            // The shards topic's partition count is checked this often (librdkafka's
-            // default, five minutes, would leave a grown count unnoticed that long): a
-            // change makes the group rebalance, and every instance reads the new count.
-            ("topic.metadata.refresh.interval.ms", "5000"),
-        ],
-        context,
-    );
+    let mut settings: Vec<(&str, &str)> = timing.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    settings.extend([
+        ("partition.assignment.strategy", "roundrobin"),
+        ("allow.auto.create.topics", "false"),
+        // The shards topic's partition count is checked this often (librdkafka's
+        // default, five minutes, would leave a grown count unnoticed that long): a
+        // change makes the group rebalance, and every instance reads the new count.
+        ("topic.metadata.refresh.interval.ms", "5000"),
+    ]);
+    let member = ctx.target.group_member(&group, &settings, context);
     let member = match member {
         Ok(m) => m,
         Err(e) => {

@@ -213,11 +213,7 @@ impl WorkerContext {
 
 fn member(ctx: &WorkerContext, core: Arc<Shared>) -> Result<Member, ReplicateError> {
     let s = &ctx.settings;
-    let session = s.session_timeout.as_millis().max(1000);
-    let (session_ms, heartbeat_ms) = (session.to_string(), (session / 3).to_string());
-    // The rebalance timeout: long enough for a revocation's drain, short enough that a
-    // broker does not wait minutes for members at a first join.
-    let max_poll_ms = session.max(30_000).to_string();
+    let timing = crate::kafka::member_timing(s.session_timeout);
     let reset = match s.start_offset {
         StartOffset::Earliest => "earliest",
         StartOffset::Latest => "latest",
@@ -226,16 +222,14 @@ fn member(ctx: &WorkerContext, core: Arc<Shared>) -> Result<Member, ReplicateErr
     let queued = ctx
         .source
         .setting_or("queued.max.messages.kbytes", CONSUMER_QUEUE_KBYTES);
-    let settings = [
+    let mut settings: Vec<(&str, &str)> = timing.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    settings.extend([
         ("partition.assignment.strategy", "cooperative-sticky"),
-        ("session.timeout.ms", session_ms.as_str()),
-        ("heartbeat.interval.ms", heartbeat_ms.as_str()),
-        ("max.poll.interval.ms", max_poll_ms.as_str()),
         ("auto.offset.reset", reset),
         ("allow.auto.create.topics", "false"),
         ("queued.max.messages.kbytes", queued.as_str()),
         ("topic.metadata.refresh.interval.ms", "30000"),
-    ];
+    ]);
     Ok(ctx
         .source
         .group_member(&s.progress_group, &settings, Membership::new(core))?)
