@@ -4,7 +4,8 @@
 #   scripts/bench.sh            all of them
 #   scripts/bench.sh mirror     one of: mirror, scale, discovery, checkpoints, translation, plugins, languages, transforms, latency, mm2
 # `mm2` (kmirror beside MirrorMaker 2, on Apache Kafka only) is not in the default set: at its
-# default size (RECORDS=1000000 per record size, REPS=3) it takes about an hour here.
+# default size (RECORDS=1000000 per record size, REPS=3) it takes about 75 minutes here
+# (PARTS=copy or PARTS=live runs half of it).
 # The benches that need brokers (mirror, scale, checkpoints, transforms, latency) run on two
 # Apache Kafka clusters (a JVM as Kafka's own scripts start it: G1, 1 GiB heap), then again
 # on Tansu; each prints which broker measured it. BENCH_BROKERS="kafka" (or "tansu") runs

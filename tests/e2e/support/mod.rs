@@ -1024,9 +1024,14 @@ pub fn decode_checkpoint(key: &[u8], value: &[u8]) -> (String, String, i32, i64,
 
 /// The last checkpoint per (group, topic, partition).
 pub fn checkpoints(addr: &str) -> BTreeMap<(String, String, i32), (i64, i64)> {
+    checkpoints_of(addr, "primary.checkpoints.internal")
+}
+
+/// The last checkpoint per (group, topic, partition) on the checkpoints topic `topic`.
+pub fn checkpoints_of(addr: &str, topic: &str) -> BTreeMap<(String, String, i32), (i64, i64)> {
     let c = Client::new(addr);
     let mut out = BTreeMap::new();
-    for r in c.read_all("primary.checkpoints.internal", 1, 1, Duration::from_secs(3)) {
+    for r in c.read_all(topic, 1, 1, Duration::from_secs(3)) {
         let (g, t, p, up, down) = decode_checkpoint(
             r.key.as_deref().expect("key"),
             r.value.as_deref().expect("value"),
