@@ -430,6 +430,12 @@ impl Validator<'_> {
                     &prop_key,
                     "is librdkafka's other name for linger.ms, which kmirror's producers set (to their default or yours): set linger.ms instead",
                 );
+            } else if k == "session.timeout.ms" || k == "max.poll.interval.ms" {
+                self.error(
+                    value.span(),
+                    &prop_key,
+                    "is set by kmirror from the flow's session_timeout (its groups' session, and their rebalance timeout at least 30 s): set session_timeout instead",
+                );
             } else if RESERVED.contains(&k.as_str()) {
                 self.error(
                     value.span(),

@@ -77,7 +77,7 @@ pub async fn run(
     let (group, topic) = groups;
     let leader_flag = leader.clone();
     let stop = shutdown.clone();
-    let mut settings = crate::kafka::member_timing(session_timeout).to_vec();
+    let mut settings = source.member_timing(session_timeout).to_vec();
     settings.extend([
         (
             "partition.assignment.strategy",

@@ -105,6 +105,11 @@ impl Cluster {
             .map_err(|e| self.error(format!("create consumer for group {group}"), e))
     }
 
+    /// [`member_timing`] for this cluster (its `heartbeat.interval.ms` wins).
+    pub fn member_timing(&self, session: Duration) -> [(&'static str, String); 3] {
+        member_timing(session, self.config.get("heartbeat.interval.ms"))
+    }
+
     /// A member of `group` polled by the caller, with `context` receiving its rebalances and
     /// commit results; it never commits or stores offsets by itself.
     pub fn group_member<C: ConsumerContext>(
@@ -119,16 +124,19 @@ impl Cluster {
 }
 
 /// The timing settings of a consumer-group member whose session is `session` (at least a
-/// second): heartbeats every tenth of it, not librdkafka's third, because a rebalance
-/// waits until its last member hears of it at a heartbeat, and the partitions on the move
-/// meanwhile wait too; the rebalance timeout (`max.poll.interval.ms`) long enough for a
-/// revocation's drain, short enough that a broker does not wait minutes for members at a
-/// first join.
-pub fn member_timing(session: Duration) -> [(&'static str, String); 3] {
+/// second): heartbeats every tenth of it (or the cluster's own `heartbeat.interval.ms`),
+/// not librdkafka's third, because a rebalance waits until its last member hears of it at
+/// a heartbeat, and the partitions on the move meanwhile wait too; the rebalance timeout
+/// (`max.poll.interval.ms`) long enough for a revocation's drain, short enough that a
+/// broker does not wait minutes for members at a first join.
+pub fn member_timing(session: Duration, heartbeat: Option<&str>) -> [(&'static str, String); 3] {
     let session = session.as_millis().max(1000);
     [
         ("session.timeout.ms", session.to_string()),
-        ("heartbeat.interval.ms", (session / 10).to_string()),
+        (
+            "heartbeat.interval.ms",
+            heartbeat.map_or_else(|| (session / 10).to_string(), str::to_string),
+        ),
         ("max.poll.interval.ms", session.max(30_000).to_string()),
     ]
 }
@@ -229,7 +237,7 @@ mod tests {
     #[test]
     fn a_member_hears_of_a_rebalance_within_a_tenth_of_its_session() {
         let timing = |secs: f64| {
-            super::member_timing(std::time::Duration::from_secs_f64(secs))
+            super::member_timing(std::time::Duration::from_secs_f64(secs), None)
                 .map(|(k, v)| format!("{k}={v}"))
                 .join(" ")
         };
@@ -245,6 +253,13 @@ mod tests {
         assert_eq!(
             timing(60.0),
             "session.timeout.ms=60000 heartbeat.interval.ms=6000 max.poll.interval.ms=60000"
+        );
+        let theirs = cluster(&[("heartbeat.interval.ms", "2500")])
+            .member_timing(std::time::Duration::from_secs(10));
+        assert_eq!(
+            theirs[1],
+            ("heartbeat.interval.ms", "2500".to_string()),
+            "the user's heartbeat wins"
         );
     }
 

@@ -25,7 +25,6 @@ pub mod internal;
 pub mod secrets;
 
 pub use admin::{Committed, Creation, GroupInfo, TopicConfigEntry, TopicSpec};
-pub use clients::member_timing;
 
 use rdkafka::ClientConfig;
 use rdkafka::admin::AdminClient;

@@ -386,4 +386,18 @@ fn a_single_instance_needs_a_lease_of_3s_and_a_linger_below_an_eighth_of_it() {
         all.contains("\"queue.buffering.max.ms\": is librdkafka's other name for linger.ms"),
         "{all}"
     );
+    // The groups' session and rebalance timeout come from session_timeout; the heartbeat
+    // is the user's to set.
+    for key in ["session.timeout.ms", "max.poll.interval.ms"] {
+        let theirs = text("5", "10s").replace("\"linger.ms\"", &format!("\"{key}\""));
+        let all = errors(&theirs).join("\n");
+        assert!(
+            all.contains(&format!(
+                "\"{key}\": is set by kmirror from the flow's session_timeout"
+            )) && all.contains("set session_timeout instead"),
+            "{all}"
+        );
+    }
+    let heartbeat = text("5", "10s").replace("\"linger.ms\"", "\"heartbeat.interval.ms\"");
+    assert!(load(&heartbeat).is_ok());
 }

@@ -95,11 +95,14 @@ pub fn syncs_match_target(target_end: Option<i64>, oldest_synced: Option<i64>) -
 
 /// Whether a checkpoint pass that starts `since_sync` after the last group sync's pass
 /// (none yet: `None`) syncs the target groups, given `emit` (the checkpoint interval) and
-/// `sync` (the group sync interval). Passes are `emit` apart give or take the scheduler's
-/// jitter, so half a pass of slack keeps a sync interval equal to the checkpoint interval
-/// from syncing on every other pass only.
+/// `sync` (the group sync interval): on the first pass at least `sync` after the last
+/// sync. Passes are `emit` apart give or take the scheduler's jitter, so a tenth of a pass
+/// (at most 500 ms) of slack keeps a sync interval equal to the checkpoint interval from
+/// syncing on every other pass only, and never syncs more often than `sync`, give or take
+/// that jitter.
 pub fn sync_due(since_sync: Option<Duration>, emit: Duration, sync: Duration) -> bool {
-    since_sync.is_none_or(|since| since + emit / 2 >= sync)
+    let jitter = (emit / 10).min(Duration::from_millis(500));
+    since_sync.is_none_or(|since| since + jitter >= sync)
 }
 
 #[cfg(test)]
@@ -133,7 +136,14 @@ mod tests {
             "a sync interval below the checkpoint interval: every pass"
         );
         assert!(!sync_due(Some(s(1)), s(1), s(60)));
-        assert!(sync_due(Some(ms(59_600)), s(1), s(60)));
+        assert!(sync_due(Some(ms(59_950)), s(1), s(60)));
+        assert!(
+            !sync_due(Some(s(5)), s(5), s(7)),
+            "never more often than asked: 7 s is every other 5 s pass"
+        );
+        assert!(sync_due(Some(s(10)), s(5), s(7)));
+        assert!(!sync_due(Some(s(60)), s(60), s(90)));
+        assert!(sync_due(Some(s(120)), s(60), s(90)));
     }
 
     #[test]

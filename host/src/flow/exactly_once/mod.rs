@@ -321,7 +321,7 @@ impl ConsumerContext for ShardsGroup {
 
 fn supervise(mut ctx: ExactlyOnceContext, topic: String, shutdown: CancellationToken) {
     let shared = Arc::new(Shared::default());
-    let timing = crate::kafka::member_timing(ctx.session_timeout);
+    let timing = ctx.target.member_timing(ctx.session_timeout);
     let group = shards::shards_group(&ctx.source_alias, &ctx.target_alias);
     let context = ShardsGroup {
         shared: shared.clone(),

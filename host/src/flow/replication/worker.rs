@@ -213,7 +213,7 @@ impl WorkerContext {
 
 fn member(ctx: &WorkerContext, core: Arc<Shared>) -> Result<Member, ReplicateError> {
     let s = &ctx.settings;
-    let timing = crate::kafka::member_timing(s.session_timeout);
+    let timing = ctx.source.member_timing(s.session_timeout);
     let reset = match s.start_offset {
         StartOffset::Earliest => "earliest",
         StartOffset::Latest => "latest",
