@@ -326,7 +326,11 @@ fn copy_run(who: Contender, src: &str, topic: &str, n: usize, fresh: &str) -> Fi
     );
     // Both sides list the source's topics every 5 s: each topic is created at a random
     // moment of that period, so the figure is not the phase of one timer against another.
-    let mut phase = support::Lcg(alias.bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))));
+    let mut phase = support::Lcg(
+        alias
+            .bytes()
+            .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))),
+    );
     for (i, t) in figures.new_topic.iter_mut().enumerate() {
         std::thread::sleep(Duration::from_millis(phase.below(5_000)));
         let name = format!("{fresh}{i}");
