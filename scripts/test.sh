@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every kmirror test from a fresh machine: installs prerequisites (scripts/setup.sh:
-# Apache Kafka and MirrorMaker 2 among them), builds the plugins into WebAssembly
+# Apache Kafka and MirrorMaker 2 among them), builds the user guide (docs/, mdBook) and checks
+# its links, builds the plugins into WebAssembly
 # components, then runs the whole workspace's tests with cargo-nextest (each test in its own
 # process, several at a time: .config/nextest.toml) — the end-to-end tests on two real
 # Apache Kafka clusters each — then the Tansu compatibility subset (the same end-to-end
@@ -11,6 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
+# The user guide builds and its links resolve (seconds; before the long runs).
+mdbook build docs
+python3 scripts/check-docs.py
 cargo xtask plugins
 # A failing test ends with its own message, not a backtrace: CI shows a run's last lines.
 export RUST_BACKTRACE=0

@@ -468,7 +468,7 @@ fn topic_acls_are_synced_by_mm2_rules_and_only_synced_ones_deleted() {
     add("User:erin", "Describe", "other", &[]);
     // On the target, an operator's own DENY and ALLOW on the mirrored topic: never deleted,
     // the ALLOW though it has the shape of a synced binding — kmirror deletes only what its
-    // ledger says it created (README, ACL sync).
+    // ledger says it created (docs/acl-sync.md).
     for (permission, principal) in [
         ("--deny-principal", "User:zed"),
         ("--allow-principal", "User:frank"),
