@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the user guide (docs/, an mdBook) and the README: every relative link and anchor
 resolves, every mdBook include and its anchor exists, and every chapter is in SUMMARY.md.
-Run by scripts/test.sh after `mdbook build docs`."""
+Run by scripts/docs.sh after `mdbook build docs`."""
 import re, pathlib, sys
 root = pathlib.Path(__file__).resolve().parent.parent
 files = [root/'README.md'] + sorted((root/'docs').glob('*.md'))

@@ -13,8 +13,7 @@ cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 # The user guide builds and its links resolve (seconds; before the long runs).
-mdbook build docs
-python3 scripts/check-docs.py
+scripts/docs.sh
 cargo xtask plugins
 # A failing test ends with its own message, not a backtrace: CI shows a run's last lines.
 export RUST_BACKTRACE=0
