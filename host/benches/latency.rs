@@ -17,7 +17,7 @@
 //! Records are watched with a client that is not kmirror's.
 //! `scripts/bench.sh latency` (`REPS=n`, `LATENCY_TOPICS=100,10000`;
 //! `LATENCY_PARTS=start,new,restart,single,python` runs only those; `LATENCY_LOGS=dir` keeps the
-//! new-topic and restarted instances' logs; `LATENCY_FLOW` adds
+//! started, new-topic and restarted instances' logs; `LATENCY_FLOW` adds
 //! lines to the flow, e.g. `LATENCY_FLOW='session_timeout = "6s"'`: this broker holds a
 //! JoinGroup until half the session timeout has passed).
 
@@ -95,8 +95,10 @@ fn start(rep: usize, extra: &str) -> f64 {
         None,
         &flow(extra),
     );
+    // `LATENCY_LOGS=dir` keeps kmirror's log there.
+    let logs = std::env::var("LATENCY_LOGS").map_or_else(|_| dir.path().to_path_buf(), Into::into);
     let started = Instant::now();
-    let k = Kmirror::start(&cfg, &dir.path().join(format!("start-{rep}.log")));
+    let k = Kmirror::start(&cfg, &logs.join(format!("start-{rep}.log")));
     let at = first_record(
         &backup.addr,
         "primary.preloaded",
