@@ -97,8 +97,22 @@ fn env_usize(name: &str, default: usize) -> usize {
 fn preload(addr: &str, topic: &str, size: usize, n: usize) {
     let c = Client::new(addr);
     c.create_topic(topic, PARTITIONS);
+    produce_ids(&c, topic, size, 0..n, None);
+}
+
+/// Produces the records `ids` to `topic` round-robin over its partitions (key and header
+/// `id` = the number, a `size`-byte value), at `per_second` a second if given, and waits
+/// for their acks.
+fn produce_ids(
+    c: &Client,
+    topic: &str,
+    size: usize,
+    ids: std::ops::Range<usize>,
+    per_second: Option<usize>,
+) {
     let value = vec![b'v'; size];
-    for i in 0..n {
+    let (start, from) = (Instant::now(), ids.start);
+    for i in ids {
         let id = i.to_string();
         c.produce(
             topic,
@@ -108,6 +122,11 @@ fn preload(addr: &str, topic: &str, size: usize, n: usize) {
             &[("id", id.as_bytes())],
             1_700_000_000_000 + i as i64,
         );
+        if let Some(rate) = per_second.filter(|_| i % 50 == 0) {
+            let due = start + Duration::from_secs_f64((i - from) as f64 / rate as f64);
+            // Pacing the feed, not waiting for a condition.
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
     }
     c.flush();
 }

@@ -19,7 +19,7 @@
 //! 200) how long the group sync is waited for; `LIVE_DUMP=1` prints the highest lag per
 //! 2,000 records (where a stall was).
 
-use super::{Contender, Mirror, PARTITIONS, env_usize};
+use super::{Contender, Mirror, PARTITIONS, env_usize, produce_ids};
 use crate::common::median;
 use crate::support::{Broker, Client, checkpoints_of, commit, committed, wait_for};
 use std::collections::BTreeMap;
@@ -53,29 +53,6 @@ struct Live {
     unchecked: usize,
     /// Measured records not read back from the target.
     missing: usize,
-}
-
-/// Produces ids `from..to` round-robin, paced at [`RATE`] a second.
-fn feed(c: &Client, from: usize, to: usize, paced: bool) {
-    let value = vec![b'v'; VALUE];
-    let start = Instant::now();
-    for i in from..to {
-        let id = i.to_string();
-        c.produce(
-            TOPIC,
-            (i % PARTITIONS as usize) as i32,
-            id.as_bytes(),
-            &value,
-            &[("id", id.as_bytes())],
-            1_700_000_000_000,
-        );
-        if paced && i % 50 == 0 {
-            let due = start + Duration::from_secs_f64((i - from) as f64 / RATE as f64);
-            // Pacing the feed, not waiting for a condition.
-            std::thread::sleep(due.saturating_duration_since(Instant::now()));
-        }
-    }
-    c.flush();
 }
 
 /// The records on `topic` of `addr` (its partitions' high watermarks).
@@ -117,7 +94,7 @@ fn run(who: Contender, live_secs: usize, sync_timeout: Duration) -> Live {
     let log_append = [("message.timestamp.type", "LogAppendTime")];
     source.create_topic_with(TOPIC, PARTITIONS, &log_append);
     target.create_topic_with(&mirrored, PARTITIONS, &log_append);
-    feed(&source, 0, WARM_UP, false);
+    produce_ids(&source, TOPIC, VALUE, 0..WARM_UP, None);
     let all: Vec<(i32, i64)> = (0..PARTITIONS).map(|p| (p, 0)).collect();
     commit(&src.addr, GROUP, TOPIC, &all);
 
@@ -127,7 +104,7 @@ fn run(who: Contender, live_secs: usize, sync_timeout: Duration) -> Live {
     });
     let n = WARM_UP + RATE * (SETTLE_SECS + live_secs);
     let measured = WARM_UP + RATE * SETTLE_SECS;
-    feed(&source, WARM_UP, n, true);
+    produce_ids(&source, TOPIC, VALUE, WARM_UP..n, Some(RATE));
     wait_for(
         "every record on the target",
         Duration::from_secs(300),
