@@ -105,7 +105,7 @@ fn load_text(
         Err(e) => {
             let span = e.span().unwrap_or(0..0);
             let key = key_at(text, span.start).unwrap_or_else(|| "(syntax)".to_string());
-            v.error(span, &key, e.message().trim());
+            v.error(span, &key, &did_you_mean(e.message().trim()));
             return Err(ConfigErrors(v.errors));
         }
     };
@@ -243,6 +243,33 @@ fn single_instance_linger(
                 (linger_ms * 8.0).ceil() as u64,
             ),
         );
+    }
+}
+
+/// serde's "unknown field `x`, expected one of `a`, `b`, ..." as "unknown field `x`; did you
+/// mean `a`?" when one known key is close to it (a typo), instead of every key of the
+/// table; other messages are returned as they are.
+fn did_you_mean(message: &str) -> String {
+    let Some((head, expected)) = message.split_once(", expected ") else {
+        return message.to_string();
+    };
+    let Some(unknown) = head
+        .strip_prefix("unknown field `")
+        .and_then(|r| r.strip_suffix('`'))
+    else {
+        return message.to_string();
+    };
+    let nearest = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|known| (strsim::damerau_levenshtein(unknown, known), known))
+        .min();
+    match nearest {
+        Some((distance, known)) if distance <= (unknown.len() / 4).max(2) => {
+            format!("unknown field `{unknown}`; did you mean `{known}`?")
+        }
+        _ => message.to_string(),
     }
 }
 

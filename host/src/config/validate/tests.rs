@@ -79,6 +79,25 @@ fn unknown_keys_and_wrong_types_name_line_and_key() {
         "{}",
         e[0]
     );
+    assert!(
+        e[0].contains("did you mean `refresh_topics_interval`?")
+            && !e[0].contains("expected one of"),
+        "a typo is answered with the nearest key, not every key of the table: {}",
+        e[0]
+    );
+    let e = errors(&format!(
+        "{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\noffset_lag_maxx = 5\n"
+    ));
+    assert!(e[0].contains("did you mean `offset_lag_max`?"), "{}", e[0]);
+    let e = errors(&format!(
+        "{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\ncompletely_unrelated = 5\n"
+    ));
+    assert!(
+        e[0].contains("unknown field `completely_unrelated`, expected one of")
+            && !e[0].contains("did you mean"),
+        "nothing close: the keys are listed: {}",
+        e[0]
+    );
 
     let e = errors(&format!(
         "{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nrefresh_topics_interval = 5\n"
