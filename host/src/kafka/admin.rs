@@ -319,13 +319,11 @@ impl Cluster {
         self.group_list(None).await
     }
 
-    /// One group, `None` if the cluster does not know it.
+    /// One group, `None` if the cluster does not know it; an error if its coordinator
+    /// answered with one (moving, loading), which must never read as an empty group.
     pub async fn group(&self, name: &str) -> Result<Option<GroupInfo>, KafkaError> {
-        Ok(self
-            .group_list(Some(name))
-            .await?
-            .into_iter()
-            .find(|g| g.name == name && g.state != "Dead"))
+        described(self.group_list(Some(name)).await?, name)
+            .map_err(|e| self.error(format!("describe group {name}"), e))
     }
 
     async fn group_list(&self, name: Option<&str>) -> Result<Vec<GroupInfo>, KafkaError> {
@@ -528,6 +526,20 @@ fn coordinator_moving(e: &rdkafka::error::KafkaError) -> bool {
     )
 }
 
+/// Group `name` among the groups DescribeGroups answered: `None` if it is not there or is
+/// `Dead`. A group the coordinator answered with an error (NOT_COORDINATOR,
+/// COORDINATOR_LOAD_IN_PROGRESS) has no state and no members, and librdkafka's list does
+/// not carry its error: that is an error here, not an empty group.
+fn described(groups: Vec<GroupInfo>, name: &str) -> Result<Option<GroupInfo>, String> {
+    match groups.into_iter().find(|g| g.name == name) {
+        Some(g) if g.state.is_empty() => Err(format!(
+            "the coordinator did not describe group {name} (it answered with an error, e.g. moving or loading)"
+        )),
+        Some(g) if g.state == "Dead" => Ok(None),
+        found => Ok(found),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,6 +554,26 @@ mod tests {
             is_read_only: read_only,
             is_sensitive: sensitive,
         }
+    }
+
+    #[test]
+    fn a_group_its_coordinator_did_not_describe_is_an_error_not_an_empty_group() {
+        let g = |state: &str, members: usize| GroupInfo {
+            name: "g".into(),
+            state: state.into(),
+            members,
+        };
+        assert_eq!(
+            described(vec![g("Stable", 2)], "g"),
+            Ok(Some(g("Stable", 2)))
+        );
+        assert_eq!(described(vec![g("Empty", 0)], "g"), Ok(Some(g("Empty", 0))));
+        assert_eq!(described(vec![g("Dead", 0)], "g"), Ok(None), "unknown");
+        assert_eq!(described(vec![], "g"), Ok(None));
+        assert!(
+            described(vec![g("", 0)], "g").is_err(),
+            "NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS: no state, no members"
+        );
     }
 
     #[test]
