@@ -270,20 +270,27 @@ impl Book {
         self.offer_at(topic, partition, offset, || None, Instant::now())
     }
 
-    /// What to do with the record at `offset` of `topic`/`partition`; `low` gives the
-    /// partition's log start (asked only when records before `offset` are missing).
+    /// What to do with the record at `offset` of `topic`/`partition`; `range` gives the
+    /// partition's log range, (log start, end), as the fetch that brought the record saw it
+    /// (asked only when the record is not the one expected).
     pub fn offer_at(
         &mut self,
         topic: &str,
         partition: i32,
         offset: i64,
-        low: impl FnOnce() -> Option<i64>,
+        range: impl FnOnce() -> Option<(i64, i64)>,
         now: Instant,
     ) -> Offer {
         let room = self.in_flight < self.settings.max_in_flight;
         let start_latest = self.settings.start_latest;
-        let mut low = Some(low);
-        let mut log_start = move || low.take().and_then(|f| f());
+        let mut range = Some(range);
+        let mut seen: Option<(i64, i64)> = None;
+        let mut log_range = move || {
+            if let Some(f) = range.take() {
+                seen = f();
+            }
+            seen
+        };
         let (flows, judged) = match self.table.get_by_name_mut(topic, partition) {
             None => return Offer::Declined,
             Some(p) => {
@@ -299,10 +306,6 @@ impl Book {
                     }
                 }
                 if let Some(n) = p.progress.next().filter(|n| offset < *n) {
-                    if p.skip_below.is_some_and(|f| offset < f) {
-                        // Handed out before the seek forward took effect.
-                        return Offer::Declined;
-                    }
                     if p.awaiting.is_some_and(|a| offset > a)
                         || p.progress.blocked_at().is_some_and(|b| offset > b)
                     {
@@ -310,11 +313,41 @@ impl Book {
                         // effect.
                         return Offer::Declined;
                     }
+                    let range = log_range();
+                    if range.is_some_and(|(low, high)| low <= n && n <= high) {
+                        // The log still holds `n`, so librdkafka did not reset an
+                        // out-of-range position: a fetch restarted from a stale position
+                        // (after a cooperative rebalance librdkafka may resume a kept
+                        // partition from its first fetch's start: #4637, #4686), or one
+                        // handed out before a seek forward took effect. Not mirrored again:
+                        // the partition is sought to where it goes on, once per stretch.
+                        if p.skip_below != Some(n) {
+                            p.skip_below = Some(n);
+                            self.effects
+                                .push(Effect::Seek(p.topic.clone(), p.partition, n));
+                            tracing::debug!(
+                                topic,
+                                partition,
+                                offset,
+                                next = n,
+                                "a record below the next one handed out while the log still holds the next: a stale fetch, sought forward"
+                            );
+                        }
+                        return Offer::Declined;
+                    }
+                    if range.is_none() && p.skip_below.is_some_and(|f| offset < f) {
+                        // Handed out before the seek forward took effect.
+                        return Offer::Declined;
+                    }
                     // librdkafka hands out records in order and never one before the last
                     // it handed out, but after resetting a position the log no longer
                     // holds: the log started again below the records done.
                     let key = p.key;
-                    let low = if start_latest { log_start() } else { None };
+                    let low = if start_latest {
+                        range.map(|(low, _)| low).filter(|low| *low >= 0)
+                    } else {
+                        None
+                    };
                     return self.log_restarted(key, n, offset, low, now);
                 }
                 p.skip_below = None;
@@ -332,7 +365,11 @@ impl Book {
                     // The log start tells a deletion from a gap; under "latest" it is also
                     // where a log started again is read from.
                     let ask = offset > e || (first && offset < e && start_latest);
-                    let low = if ask { log_start() } else { None };
+                    let low = if ask {
+                        log_range().map(|(low, _)| low).filter(|low| *low >= 0)
+                    } else {
+                        None
+                    };
                     truncation::judge(e, offset, low, first).map(|t| (t, low))
                 });
                 p.expect = None;

@@ -191,16 +191,13 @@ impl Core {
             return Forwarded::Full;
         }
         let up = msg.offset();
-        // Asked only at a gap: the log start the fetch that brought the record reported
-        // (no request on the hot path; unknown, no loss is judged).
-        let low = || {
-            cached_watermarks(consumer.client(), msg.topic(), msg.partition())
-                .map(|(low, _)| low)
-                .filter(|low| *low >= 0)
-        };
+        // Asked only at a gap or a record handed out again: the log range the fetch that
+        // brought the record reported (no request on the hot path; unknown, no loss is
+        // judged).
+        let range = || cached_watermarks(consumer.client(), msg.topic(), msg.partition());
         let offer = self
             .book
-            .offer_at(msg.topic(), msg.partition(), up, low, now);
+            .offer_at(msg.topic(), msg.partition(), up, range, now);
         let (key, target, partition) = match offer {
             Offer::Send {
                 key,
