@@ -21,6 +21,10 @@ pub struct Delivered {
     pub key: u64,
     /// The target offset, or why the target did not take the record.
     pub result: Result<i64, RDKafkaErrorCode>,
+    /// A failed record the target may have stored all the same: it was on its way when it
+    /// was given up (librdkafka's `POSSIBLY_PERSISTED`; a single instance's producer gives
+    /// records up a quarter of a lease after they were queued).
+    pub unsure: bool,
 }
 
 /// Collects the target producer's delivery reports (on the producer's own polling
@@ -82,15 +86,27 @@ impl ProducerContext for Deliveries {
     type DeliveryOpaque = usize;
 
     fn delivery(&self, result: &DeliveryResult<'_>, key: usize) {
-        let result = match result {
-            Ok(m) => Ok(m.offset()),
-            Err((e, _)) => Err(e.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail)),
+        let (result, unsure) = match result {
+            Ok(m) => (Ok(m.offset()), false),
+            Err((e, m)) => (
+                Err(e.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail)),
+                possibly_stored(m),
+            ),
         };
         self.push(Delivered {
             key: key as u64,
             result,
+            unsure,
         });
     }
+}
+
+/// Whether librdkafka says the target may have stored a record it reported as failed.
+fn possibly_stored(m: &rdkafka::message::BorrowedMessage<'_>) -> bool {
+    // SAFETY: the message is valid for the duration of the delivery callback; librdkafka
+    // only reads its status field.
+    let status = unsafe { rdkafka_sys::rd_kafka_message_status(m.ptr()) };
+    status != rdkafka_sys::rd_kafka_msg_status_t::RD_KAFKA_MSG_STATUS_NOT_PERSISTED
 }
 
 pub use crate::kafka::commit::CommitOutcome;
@@ -206,6 +222,7 @@ mod tests {
 
     fn report(key: u64) -> Delivered {
         Delivered {
+            unsure: false,
             key,
             result: Ok(key as i64),
         }

@@ -334,9 +334,10 @@ impl Core {
             .take_at_least(&mut delivered, wanted, timeout);
         let taken = delivered.len();
         let (now, now_ms) = (Instant::now(), now_ms());
-        let (mut ok, mut timed_out) = (0, false);
+        let (mut ok, mut timed_out, mut unsure) = (0, false, 0);
         for d in delivered.drain(..) {
             ok += usize::from(d.result.is_ok());
+            unsure += usize::from(d.unsure);
             timed_out |= d.result == Err(rdkafka::types::RDKafkaErrorCode::MessageTimedOut);
             let result = d.result.map_err(|code| {
                 classify(code, false)
@@ -348,6 +349,9 @@ impl Core {
             }
         }
         self.delivered = delivered;
+        if unsure > 0 {
+            self.resent_unsure(unsure);
+        }
         if timed_out {
             // A record given up (a single instance's producer): what was queued behind it
             // is given up too, so a partition's records are sent again in their order
@@ -458,6 +462,16 @@ impl Core {
             self.telemetry
                 .note_error("refresh the target's metadata", "kafka", &e);
         }
+    }
+
+    /// `n` records were given up on their way to the target, which may have stored them:
+    /// they are sent again, and the target may then hold them twice. Counted and logged
+    /// (rare: only a request the target did not answer in time).
+    fn resent_unsure(&self, n: usize) {
+        self.telemetry
+            .add(Counter::RecordsResentPossiblyStored, n as u64);
+        tracing::warn!(flow = %self.settings.flow, records = n,
+            "records were given up on their way to the target (not answered in time — a single instance waits a quarter of session_timeout — or the producer was reset) and are sent again: the target may have stored them already and then holds them twice (counted in kmirror_records_resent_possibly_stored_total); for a target this slow, raise session_timeout");
     }
 
     fn report_unproducible(

@@ -62,6 +62,9 @@ pub enum Counter {
     AclSyncFailures,
     /// Records a record transform dropped (not mirrored, by design).
     RecordsDropped,
+    /// Records given up on their way to the target (which may have stored them) and sent
+    /// again: possible duplicates.
+    RecordsResentPossiblyStored,
     /// Records a transform failed on that were skipped (`on_transform_error = "skip"`).
     TransformFailuresSkipped,
     /// Times a partition was paused at a record a transform failed on.
@@ -82,7 +85,7 @@ pub enum Counter {
 
 impl Counter {
     /// Every counter, in the order they are shown.
-    pub const ALL: [Counter; 26] = [
+    pub const ALL: [Counter; 27] = [
         Counter::Records,
         Counter::Bytes,
         Counter::OffsetSyncs,
@@ -102,6 +105,7 @@ impl Counter {
         Counter::AclsDeleted,
         Counter::AclSyncFailures,
         Counter::RecordsDropped,
+        Counter::RecordsResentPossiblyStored,
         Counter::TransformFailuresSkipped,
         Counter::TransformFailuresPaused,
         Counter::SourceTruncations,
@@ -133,6 +137,7 @@ impl Counter {
             Counter::AclsDeleted => "acls_deleted",
             Counter::AclSyncFailures => "acl_sync_failures",
             Counter::RecordsDropped => "records_dropped",
+            Counter::RecordsResentPossiblyStored => "records_resent_possibly_stored",
             Counter::TransformFailuresSkipped => "transform_failures_skipped",
             Counter::TransformFailuresPaused => "transform_failures_paused",
             Counter::SourceTruncations => "source_truncations",
@@ -183,6 +188,9 @@ impl Counter {
                 "ACL sync steps that failed (listing, plugin call, a binding not created or deleted); retried next pass"
             }
             Counter::RecordsDropped => "Records a record transform dropped (not mirrored)",
+            Counter::RecordsResentPossiblyStored => {
+                "Records given up on their way to the target, which may have stored them, and sent again: possible duplicates (a single instance's target slower than a quarter of session_timeout, a producer reset)"
+            }
             Counter::TransformFailuresSkipped => {
                 "Records a record transform failed on, skipped (on_transform_error = skip)"
             }
