@@ -100,12 +100,21 @@ fn load_text(
     plugins_dir: Option<&Path>,
 ) -> Result<LoadedConfig, ConfigErrors> {
     let mut v = Validator::new(text, path.to_path_buf());
-    let parsed: ConfigFile = match toml::from_str(text) {
-        Ok(parsed) => parsed,
-        Err(e) => {
-            let span = e.span().unwrap_or(0..0);
-            let key = key_at(text, span.start).unwrap_or_else(|| "(syntax)".to_string());
-            v.error(span, &key, &did_you_mean(e.message().trim()));
+    // An unknown key is reported and left out; the rest of the file is validated on.
+    let parsed: ConfigFile = match super::unknown::parse(text) {
+        Ok((parsed, unknown)) => {
+            for (span, message) in unknown {
+                let key =
+                    key_at(text, span.start).unwrap_or_else(|| text[span.clone()].to_string());
+                v.error(span, &key, &message);
+            }
+            parsed
+        }
+        Err(errors) => {
+            for (span, message) in errors {
+                let key = key_at(text, span.start).unwrap_or_else(|| "(syntax)".to_string());
+                v.error(span, &key, &message);
+            }
             return Err(ConfigErrors(v.errors));
         }
     };
@@ -243,33 +252,6 @@ fn single_instance_linger(
                 (linger_ms * 8.0).ceil() as u64,
             ),
         );
-    }
-}
-
-/// serde's "unknown field `x`, expected one of `a`, `b`, ..." as "unknown field `x`; did you
-/// mean `a`?" when one known key is close to it (a typo), instead of every key of the
-/// table; other messages are returned as they are.
-fn did_you_mean(message: &str) -> String {
-    let Some((head, expected)) = message.split_once(", expected ") else {
-        return message.to_string();
-    };
-    let Some(unknown) = head
-        .strip_prefix("unknown field `")
-        .and_then(|r| r.strip_suffix('`'))
-    else {
-        return message.to_string();
-    };
-    let nearest = expected
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .map(|known| (strsim::damerau_levenshtein(unknown, known), known))
-        .min();
-    match nearest {
-        Some((distance, known)) if distance <= (unknown.len() / 4).max(2) => {
-            format!("unknown field `{unknown}`; did you mean `{known}`?")
-        }
-        _ => message.to_string(),
     }
 }
 
