@@ -17,6 +17,7 @@ pub mod mm2_import;
 mod model;
 mod settings;
 mod slots;
+mod unknown;
 pub mod validate;
 
 pub use errors::{ConfigError, ConfigErrors};

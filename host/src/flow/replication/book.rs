@@ -28,6 +28,10 @@ use std::time::{Duration, Instant};
 /// records) waits before the record is tried again.
 pub const RETRY_TRANSIENT: Duration = Duration::from_secs(1);
 
+/// How long after a rebalance a partition kept through it may still be handed out from a
+/// stale position by librdkafka (it resumes the whole assignment around the rebalance).
+pub const STALE_WINDOW: Duration = Duration::from_secs(30);
+
 /// The book's limits.
 #[derive(Debug, Clone)]
 pub struct BookSettings {
@@ -314,14 +318,23 @@ impl Book {
                         return Offer::Declined;
                     }
                     let range = log_range();
-                    if range.is_some_and(|(low, high)| low <= n && n <= high) {
-                        // The log still holds `n`, so librdkafka did not reset an
-                        // out-of-range position: a fetch restarted from a stale position
-                        // (after a cooperative rebalance librdkafka may resume a kept
-                        // partition from its first fetch's start: #4637, #4686), or one
-                        // handed out before a seek forward took effect. Not mirrored again:
-                        // the partition is sought to where it goes on, once per stretch.
-                        if p.skip_below != Some(n) {
+                    // Within a while of a rebalance the partition was kept through,
+                    // librdkafka may resume it from a stale position (its first fetch's
+                    // start: librdkafka #4637, #4686) and hand out records this task
+                    // mirrored already. Such a record, while the log still holds `n` (or
+                    // its range is unknown: an error answer), is not mirrored again: the
+                    // partition is sought to where it goes on, once per stale stretch.
+                    // Outside that window (or below a position the log no longer holds)
+                    // it is a log started again. The window is what keeps a topic created
+                    // again and refilled past `n` from passing for a stale fetch.
+                    let stale_window = p.stale_until.is_some_and(|until| now < until);
+                    let spans = range.is_none_or(|(low, high)| low <= n && n <= high);
+                    if stale_window && spans {
+                        let stretch = p
+                            .stale_seek
+                            .is_some_and(|(to, from)| to == n && offset > from);
+                        if !stretch {
+                            p.stale_seek = Some((n, offset));
                             p.skip_below = Some(n);
                             self.effects
                                 .push(Effect::Seek(p.topic.clone(), p.partition, n));
@@ -330,7 +343,7 @@ impl Book {
                                 partition,
                                 offset,
                                 next = n,
-                                "a record below the next one handed out while the log still holds the next: a stale fetch, sought forward"
+                                "a stale fetch after a rebalance: sought forward, not mirrored again"
                             );
                         }
                         return Offer::Declined;
@@ -816,6 +829,14 @@ impl Book {
                 p.progress.commit_failed(offset);
                 p.refreshed = None;
             }
+        }
+    }
+
+    /// A rebalance at `now`: every partition this task keeps may be resumed from a stale
+    /// position for a while ([`STALE_WINDOW`]).
+    pub fn rebalanced(&mut self, now: Instant) {
+        for p in self.table.iter_mut() {
+            p.stale_until = Some(now + STALE_WINDOW);
         }
     }
 

@@ -345,6 +345,8 @@ impl Core {
                     .unwrap_or_else(|| super::book::Refusal::Transient(code.to_string()))
             });
             if let Some(ack) = self.book.delivered(d.key, result, now) {
+                // Stored, but behind a record that failed: read and sent again from there.
+                unsure += usize::from(!ack.counts);
                 self.acked(ack, now_ms);
             }
         }
@@ -464,9 +466,10 @@ impl Core {
         }
     }
 
-    /// `n` records were given up on their way to the target, which may have stored them:
-    /// they are sent again, and the target may then hold them twice. Counted and logged
-    /// (rare: only a request the target did not answer in time).
+    /// `n` records were given up on their way to the target, which may have stored them,
+    /// or stored behind one that failed: they are sent again, and the target may then hold
+    /// them twice. Counted and logged (rare: a request the target did not answer in time,
+    /// a record it refused with later ones in flight).
     fn resent_unsure(&self, n: usize) {
         self.telemetry
             .add(Counter::RecordsResentPossiblyStored, n as u64);

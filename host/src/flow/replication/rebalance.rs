@@ -96,6 +96,7 @@ impl Core {
         if self.generation.is_none() {
             // A group's rebalance: kept partitions go on where they got.
             self.book.reseek_kept(&partitions);
+            self.book.rebalanced(now);
         }
         self.apply(consumer);
         // What a stale generation refused is stored by this one.
@@ -200,6 +201,9 @@ impl Core {
             }
         }
         let gone = self.book.remove(&partitions);
+        if self.generation.is_none() {
+            self.book.rebalanced(Instant::now());
+        }
         if lost {
             let now = Instant::now();
             let mut orphans = self.orphans.lock().unwrap_or_else(|e| e.into_inner());

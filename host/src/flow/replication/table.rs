@@ -63,6 +63,12 @@ pub struct Partition {
     /// Sought forward to this offset (to a [`Self::floor`]): records below it handed out
     /// meanwhile were fetched before the seek took effect, not a log started again.
     pub skip_below: Option<i64>,
+    /// Until when a record handed out below the next one, while the log still holds the
+    /// next, is taken for a stale fetch (set for every partition kept through a rebalance).
+    pub stale_until: Option<Instant>,
+    /// The last stale fetch sought forward: (the offset it was sought to, the first record
+    /// of the stale stretch).
+    pub stale_seek: Option<(i64, i64)>,
     /// The group's stored position at assignment, until the first record is handed out.
     pub expect: Option<i64>,
     /// The records the source lost before they were mirrored, as last reported.
@@ -93,6 +99,8 @@ impl Partition {
             awaiting: None,
             floor: None,
             skip_below: None,
+            stale_until: None,
+            stale_seek: None,
             expect: None,
             lost: None,
             generation: -1,
