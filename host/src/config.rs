@@ -15,6 +15,8 @@
 mod errors;
 pub mod mm2_import;
 mod model;
+#[cfg(test)]
+mod reference;
 mod settings;
 mod slots;
 mod unknown;

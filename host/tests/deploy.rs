@@ -1,5 +1,6 @@
 //! The deployment files as far as they can be checked here (no Docker engine, no
-//! cluster): the example configuration validates and names every key; the Kubernetes
+//! cluster): the example configuration validates and names every key of the generated
+//! reference; every TOML example of the README and the user guide validates; the Kubernetes
 //! manifests parse with the expected kinds, replicas and probes, and their configuration
 //! validates, and their compile cache is one kmirror can use in its emptyDir; the systemd
 //! unit passes `systemd-analyze verify`; the container build file is multi-stage,
@@ -26,68 +27,162 @@ fn validate(config: &Path) -> (Option<i32>, String) {
     (o.status.code(), all)
 }
 
+/// Every key of the configuration, as the generated reference lists it (that page is
+/// checked against the configuration model by `config::reference`'s tests).
+fn every_key() -> Vec<String> {
+    let page = std::fs::read_to_string(repo("docs/configuration-reference.md")).unwrap();
+    let keys: Vec<String> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`'))
+        .map(|(key, _)| key.to_string())
+        .collect();
+    assert!(keys.len() > 50, "the reference's keys: {keys:?}");
+    keys
+}
+
 #[test]
 fn the_example_configuration_validates_and_names_every_key() {
     let path = repo("examples/kmirror.toml");
     let (code, out) = validate(&path);
     assert_eq!(code, Some(0), "{out}");
     let text = std::fs::read_to_string(&path).unwrap();
-    for key in [
-        "bootstrap_servers",
-        "librdkafka",
-        "dir",
-        "cache_dir",
-        "memory_limit_mib",
-        "call_timeout",
-        "max_component_size_mib",
-        "compile_timeout",
-        "listen",
-        "builtin",
-        "config",
-        "source",
-        "target",
-        "topic_filter",
-        "group_filter",
-        "replication_policy",
-        "config_property_filter",
-        "refresh_topics_interval",
-        "offset_lag_max",
-        "replication_factor",
-        "emit_heartbeats_enabled",
-        "emit_heartbeats_interval",
-        "offset_syncs_topic_location",
-        "offset_flush_interval",
-        "start_offset",
-        "sync_topic_configs",
-        "sync_topic_configs_interval",
-        "emit_checkpoints_enabled",
-        "emit_checkpoints_interval",
-        "refresh_groups_interval",
-        "sync_group_offsets",
-        "sync_group_offsets_interval",
-        "on_unproducible",
-        "on_source_truncation",
-        "session_timeout",
-        "shutdown_timeout",
-        "unreachable_after",
-        "replication_tasks",
-        "single_instance",
-        "allow_policy_change",
-        "take_over_from_mm2",
-        "sync_topic_acls_enabled",
-        "sync_topic_acls_interval",
-        "sync_topic_acls_delete",
-        "exactly_once",
-        "transaction_interval",
-        "transaction_max_records",
-        "transaction_max_bytes",
-        "exactly_once_shards",
-    ] {
+    for key in every_key() {
+        if ["clusters", "plugins", "status", "flows", "plugin"].contains(&key.as_str()) {
+            continue; // tables, named by their headers; a slot's `plugin` is its alternative
+        }
         assert!(
             text.contains(&format!("{key} =")) || text.contains(&format!("{key}]")),
             "examples/kmirror.toml does not mention `{key}`"
         );
     }
+}
+
+/// The TOML examples of a Markdown file, with the line each starts on.
+fn toml_blocks(text: &str) -> Vec<(usize, String)> {
+    let mut blocks: Vec<(usize, String)> = Vec::new();
+    let mut current: Option<(usize, String)> = None;
+    for (n, line) in text.lines().enumerate() {
+        match current.as_mut() {
+            None if line.trim_start().starts_with("```toml") => {
+                current = Some((n + 1, String::new()))
+            }
+            Some(_) if line.trim_start().starts_with("```") => blocks.extend(current.take()),
+            Some((_, block)) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            None => {}
+        }
+    }
+    blocks
+}
+
+/// An example made a whole file: the clusters its flows name (unless it defines them), the
+/// built plugins as its plugin directory, and every `${VAR}` it uses set.
+fn whole_file(dir: &Path, block: &str) -> (PathBuf, Vec<(String, String)>) {
+    let mut text = String::new();
+    if !block.contains("[clusters.") {
+        let names = regex::Regex::new(r#"(?m)^\s*(?:source|target)\s*=\s*"([^"]+)""#).unwrap();
+        let mut aliases: Vec<&str> = names
+            .captures_iter(block)
+            .map(|c| c.get(1).unwrap().as_str())
+            .collect();
+        aliases.sort();
+        aliases.dedup();
+        for alias in aliases {
+            text.push_str(&format!(
+                "[clusters.{alias}]\nbootstrap_servers = \"127.0.0.1:1\"\n\n"
+            ));
+        }
+    }
+    text.push_str(block);
+    let dirs = regex::Regex::new(r#"(?m)^\s*dir\s*=\s*"([^"]+)""#).unwrap();
+    match dirs.captures(block) {
+        Some(c) => {
+            let link = dir.join(c.get(1).unwrap().as_str());
+            std::os::unix::fs::symlink(plugins_dir(), &link).unwrap();
+        }
+        None if !block.contains("[plugins]") => {
+            text.push_str(&format!(
+                "\n[plugins]\ndir = \"{}\"\n",
+                plugins_dir().display()
+            ));
+        }
+        None => {}
+    }
+    let vars = regex::Regex::new(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}").unwrap();
+    let env = vars
+        .captures_iter(&text)
+        .map(|c| (c[1].to_string(), "127.0.0.1:1".to_string()))
+        .collect();
+    let path = dir.join("kmirror.toml");
+    std::fs::write(&path, text).unwrap();
+    (path, env)
+}
+
+/// Every TOML example of the README and the user guide is a configuration `kmirror
+/// validate` accepts (completed with the clusters it names and the built plugins): an
+/// example that drifts from the configuration (a key renamed, a value no longer allowed)
+/// fails here.
+#[test]
+fn every_configuration_example_in_the_docs_validates() {
+    let mut files = vec![repo("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    let mut checked = 0;
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (line, block) in toml_blocks(&text) {
+            let dir = tempfile::tempdir().unwrap();
+            let (path, env) = whole_file(dir.path(), &block);
+            let o = kmirror()
+                .arg("--no-cache")
+                .args(["validate", "--config"])
+                .arg(&path)
+                .envs(env)
+                .output()
+                .unwrap();
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{}:{line}: the example does not validate:\n{}{}\nas checked:\n{}",
+                file.display(),
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr),
+                std::fs::read_to_string(&path).unwrap()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 4, "{checked} examples found");
+}
+
+#[test]
+fn a_drifted_example_fails_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, env) = whole_file(
+        dir.path(),
+        "[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\noffset_lag_maxx = 1\n",
+    );
+    let o = kmirror()
+        .arg("--no-cache")
+        .args(["validate", "--config"])
+        .arg(&path)
+        .envs(env)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("did you mean `offset_lag_max`?"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// The documents of the Kubernetes manifests, as JSON.

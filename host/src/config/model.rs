@@ -7,7 +7,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 /// The whole file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
     /// Clusters by alias. The alias is what replication policies see (`primary.orders`).
@@ -24,18 +24,19 @@ pub struct ConfigFile {
 }
 
 /// One cluster.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
-    /// `host:port[,host:port...]`.
+    /// `host:port[,host:port...]`. MM2: `<alias>.bootstrap.servers`.
     pub bootstrap_servers: Spanned<String>,
     /// Passed to librdkafka as they are (TLS, SASL, tuning). Values may use `${ENV_VAR}`.
+    /// MM2: `<alias>.<client property>`.
     #[serde(default)]
     pub librdkafka: BTreeMap<String, Spanned<String>>,
 }
 
 /// `[plugins]`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginsConfig {
     /// The plugin directory, relative to the config file.
@@ -72,7 +73,7 @@ impl Default for PluginsConfig {
 }
 
 /// `[status]`: the HTTP endpoint serving `/health` and `/status`.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, serde::Serialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct StatusConfig {
     /// `host:port` to listen on; no endpoint when absent.
@@ -81,7 +82,7 @@ pub struct StatusConfig {
 }
 
 /// A plugin slot: `{ builtin = NAME }` or `{ plugin = FILE }`, with an optional `config`.
-#[derive(Debug, Deserialize, Clone)]
+#[derive(Debug, Deserialize, serde::Serialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct SlotConfig {
     /// A native built-in's name.
@@ -96,7 +97,7 @@ pub struct SlotConfig {
 }
 
 /// Where offset syncs are written.
-#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Deserialize, serde::Serialize, Clone, Copy, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum SyncsLocation {
     /// The source cluster (MM2's default).
@@ -107,7 +108,7 @@ pub enum SyncsLocation {
 }
 
 /// Where a newly discovered partition starts.
-#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Deserialize, serde::Serialize, Clone, Copy, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum StartOffset {
     /// Its first record (MM2's behaviour).
@@ -150,56 +151,64 @@ pub enum OnSourceTruncation {
 }
 
 /// One `[[flows]]` entry.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlowConfig {
     /// The source cluster alias.
     pub source: Spanned<String>,
     /// The target cluster alias.
     pub target: Spanned<String>,
-    /// Which topics are mirrored (default: `default-topic-filter`).
+    /// Which topics are mirrored (default: `default-topic-filter`). MM2: `topic.filter.class`
+    /// (with `topics`, `topics.exclude`).
     #[serde(default)]
     pub topic_filter: Option<Spanned<SlotConfig>>,
-    /// Which groups are checkpointed (default: `default-group-filter`).
+    /// Which groups are checkpointed (default: `default-group-filter`). MM2:
+    /// `group.filter.class` (with `groups`, `groups.exclude`).
     #[serde(default)]
     pub group_filter: Option<Spanned<SlotConfig>>,
-    /// How remote topics are named (default: `default-policy`).
+    /// How remote topics are named (default: `default-policy`). MM2:
+    /// `replication.policy.class`.
     #[serde(default)]
     pub replication_policy: Option<Spanned<SlotConfig>>,
-    /// Which topic configs are copied (default: `default-config-property-filter`).
+    /// Which topic configs are copied (default: `default-config-property-filter`). MM2:
+    /// `config.property.filter.class`.
     #[serde(default)]
     pub config_property_filter: Option<Spanned<SlotConfig>>,
     /// What becomes of each record in flight: record transforms applied in order (default:
-    /// none, records pass untouched).
+    /// none, records pass untouched). MM2: `transforms` (Connect's single message transforms).
     #[serde(default)]
     pub record_transforms: Vec<Spanned<SlotConfig>>,
     /// What happens to a record a transform fails on (a trap, a timeout, a malformed
     /// answer): `pause` (default: its partition stops there, reported) or `skip` (it is left
-    /// out, counted).
+    /// out, counted). MM2: `errors.tolerance`.
     #[serde(default)]
     pub on_transform_error: OnTransformError,
-    /// How often source topics are listed.
+    /// How often source topics are listed. MM2: `refresh.topics.interval.seconds`.
     #[serde(default = "default_refresh_topics_interval", with = "humantime_serde")]
     pub refresh_topics_interval: Duration,
-    /// An offset sync at least every this many records per partition.
+    /// An offset sync at least every this many records per partition. MM2: `offset.lag.max`.
     #[serde(default = "default_offset_lag_max")]
     pub offset_lag_max: u64,
-    /// Replication factor of created topics (default: the target broker's default).
+    /// Replication factor of created topics (default: the target broker's default). MM2:
+    /// `replication.factor`.
     #[serde(default)]
     pub replication_factor: Option<i32>,
-    /// Whether heartbeats are emitted.
+    /// Whether heartbeats are emitted. MM2: `emit.heartbeats.enabled`.
     #[serde(default = "default_true")]
     pub emit_heartbeats_enabled: bool,
-    /// How often a heartbeat is emitted.
+    /// How often a heartbeat is emitted. MM2: `emit.heartbeats.interval.seconds`.
     #[serde(default = "default_heartbeats_interval", with = "humantime_serde")]
     pub emit_heartbeats_interval: Duration,
-    /// Where offset syncs are written: `source` (default) or `target`.
+    /// Where offset syncs are written: `source` (default) or `target`. MM2:
+    /// `offset-syncs.topic.location`.
     #[serde(default)]
     pub offset_syncs_topic_location: SyncsLocation,
-    /// How often delayed offset syncs are flushed and progress is stored.
+    /// How often delayed offset syncs are flushed and progress is stored. MM2:
+    /// `offset.flush.interval.ms`.
     #[serde(default = "default_flush_interval", with = "humantime_serde")]
     pub offset_flush_interval: Duration,
-    /// Where new partitions start: `earliest` (default) or `latest`.
+    /// Where new partitions start: `earliest` (default) or `latest`. MM2:
+    /// `consumer.auto.offset.reset`.
     #[serde(default)]
     pub start_offset: StartOffset,
     /// Whether topic configs are copied: to created topics, and every
@@ -210,23 +219,25 @@ pub struct FlowConfig {
     /// `sync.topic.configs.interval.seconds`, 10 minutes).
     #[serde(default = "default_config_sync_interval", with = "humantime_serde")]
     pub sync_topic_configs_interval: Duration,
-    /// Whether checkpoints are emitted.
+    /// Whether checkpoints are emitted. MM2: `emit.checkpoints.enabled`.
     #[serde(default = "default_true")]
     pub emit_checkpoints_enabled: bool,
     /// How often checkpoints are emitted (the first pass once the offset syncs are read).
+    /// MM2: `emit.checkpoints.interval.seconds`.
     #[serde(default = "default_five_seconds", with = "humantime_serde")]
     pub emit_checkpoints_interval: Duration,
-    /// How often source consumer groups are listed.
+    /// How often source consumer groups are listed. MM2: `refresh.groups.interval.seconds`.
     #[serde(default = "default_five_seconds", with = "humantime_serde")]
     pub refresh_groups_interval: Duration,
     /// Whether translated offsets are committed to idle target groups (MM2's
     /// `sync.group.offsets.enabled`, off by default as in MM2).
     #[serde(default)]
     pub sync_group_offsets: bool,
-    /// How often group offsets are synced.
+    /// How often group offsets are synced. MM2: `sync.group.offsets.interval.seconds`.
     #[serde(default = "default_five_seconds", with = "humantime_serde")]
     pub sync_group_offsets_interval: Duration,
     /// What happens to a record the target will never take: `pause` (default) or `skip`.
+    /// MM2: `errors.tolerance`.
     #[serde(default)]
     pub on_unproducible: OnUnproducible,
     /// What happens when a source partition lost records before they were mirrored:
@@ -234,14 +245,15 @@ pub struct FlowConfig {
     #[serde(default)]
     pub on_source_truncation: OnSourceTruncation,
     /// The consumer-group session timeout of the flow's instances: how soon a dead
-    /// instance's partitions and duties move to another.
+    /// instance's partitions and duties move to another. MM2: `session.timeout.ms`.
     #[serde(default = "default_session_timeout", with = "humantime_serde")]
     pub session_timeout: Duration,
-    /// How long a graceful stop waits for records in flight before it stores progress.
+    /// How long a graceful stop waits for records in flight before it stores progress. MM2:
+    /// `task.shutdown.graceful.timeout.ms`.
     #[serde(default = "default_shutdown_timeout", with = "humantime_serde")]
     pub shutdown_timeout: Duration,
     /// Replication tasks (consumer-group members, each with its own clients) per instance
-    /// (default: the number of CPUs, at most 4).
+    /// (default: the number of CPUs, at most 4). MM2: `tasks.max`.
     #[serde(default)]
     pub replication_tasks: Option<u32>,
     /// Whether the flow runs on one instance only: its replication tasks take the routed
@@ -291,7 +303,7 @@ pub struct FlowConfig {
     #[serde(default = "default_transaction_max_bytes")]
     pub transaction_max_bytes: u64,
     /// How many shards (transactional ids) an exactly-once flow's partitions are spread
-    /// over; fixed at the flow's first start (the shards topic keeps it).
+    /// over; fixed at the flow's first start (the shards topic keeps it). MM2: `tasks.max`.
     #[serde(default)]
     pub exactly_once_shards: Option<u32>,
 }

@@ -154,11 +154,11 @@ refresh_topic_interval = "5s"
     #[test]
     fn an_error_that_is_not_an_unknown_key_ends_the_parse_after_those_found_before_it() {
         let text = "[clusters.a]\nbootstrap_server = \"x\"\nbootstrap_servers = 5\n";
-        let errors = parse(text).err().expect("a wrong type");
+        let errors = parse(text).expect_err("a wrong type");
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert_eq!(&text[errors[0].0.clone()], "bootstrap_server");
         assert!(errors[1].1.contains("string"), "{errors:?}");
-        let syntax = parse("[clusters.a\n").err().expect("syntax");
+        let syntax = parse("[clusters.a\n").expect_err("syntax");
         assert_eq!(syntax.len(), 1);
     }
 }
