@@ -1247,3 +1247,82 @@ fn tls_and_sasl_scram_as_operators_connect() {
         k.stop();
     }
 }
+
+/// The totals of `kmirror verify --json`'s rows: (equal, mismatched, missing, extra,
+/// not covered), and its exit code.
+fn verified(config: &Path) -> Option<(Option<i32>, [u64; 5], String)> {
+    let config = config.to_str()?;
+    let (code, out, err) = kmirror_cli(&[
+        "verify",
+        "--config",
+        config,
+        "--flow",
+        "primary->backup",
+        "--json",
+    ]);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).ok()?;
+    let sum = |k: &str| rows.iter().map(|r| r[k].as_u64().unwrap_or(0)).sum::<u64>();
+    let totals = [
+        sum("equal"),
+        sum("mismatched_count"),
+        sum("missing_count"),
+        sum("extra_count"),
+        sum("not_covered"),
+    ];
+    Some((code, totals, format!("{out}{err}")))
+}
+
+/// `kmirror verify` (issue 37 item 4): a faithful mirror compares equal record by record
+/// through the offset syncs (exit 0); a record added to the target between mirrored ones,
+/// and records deleted from the target, are each found and named (exit 1).
+#[test]
+fn verify_compares_every_record_and_names_what_the_target_gained_or_lost() {
+    let (primary, backup) = kafka_pair();
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("orders", 2);
+    src.produce_ids("orders", 2, 0, 200);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), &primary.addr, &backup.addr, "");
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    let (missing, dup) = tally(&dst, "primary.orders", 2, 200, T);
+    assert_eq!((missing, dup), (0, 0), "log:\n{}", k.logs());
+    // Once the offset syncs cover every record, all 200 compare equal.
+    let (code, totals, out) = wait_for("verify to cover every record", T, || {
+        verified(&config).filter(|v| v.1[0] == 200 && v.1[4] == 0)
+    });
+    assert_eq!((code, totals), (Some(0), [200, 0, 0, 0, 0]), "{out}");
+
+    // A record written to the target directly, then more mirrored after it.
+    dst.produce(
+        "primary.orders",
+        0,
+        b"x",
+        b"intruder",
+        &[],
+        1_700_000_000_000,
+    );
+    src.produce_ids("orders", 2, 200, 220);
+    let (missing, _) = tally(&dst, "primary.orders", 2, 220, T);
+    assert_eq!(missing, 0);
+    let (code, totals, out) = wait_for("verify to find the intruder", T, || {
+        verified(&config).filter(|v| v.1[0] == 220 && v.1[4] == 0)
+    });
+    assert_eq!((code, totals), (Some(1), [220, 0, 0, 1, 0]), "{out}");
+    let (_, text, _) = kmirror_cli(&[
+        "verify",
+        "--config",
+        config.to_str().expect("path"),
+        "--flow",
+        "primary->backup",
+    ]);
+    assert!(
+        text.contains("target offset 100 of primary.orders is no source record's"),
+        "{text}"
+    );
+
+    // The first 10 records of target partition 1 deleted.
+    dst.delete_records("primary.orders", 1, 10);
+    let (code, totals, out) = verified(&config).expect("verify runs");
+    assert_eq!((code, totals), (Some(1), [210, 0, 10, 1, 0]), "{out}");
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}

@@ -12,6 +12,7 @@ mod plugin_test;
 mod status;
 mod status_render;
 mod table;
+mod verify;
 
 use crate::plugin::cache::CacheChoice;
 use clap::{Parser, Subcommand};
@@ -70,6 +71,11 @@ pub enum Command {
     /// health, members and partitions, then the plugins. Exit 0 when every flow is ok, 1
     /// when any is degraded, 2 when the daemon cannot be reached.
     Status(status::StatusArgs),
+    /// Check that the target holds what the source holds: read a flow's source partitions
+    /// and their target partitions, pair the records through the flow's exact offset map
+    /// (its offset syncs) and compare key, value, headers, timestamp and order. Exit 0 when
+    /// nothing differs, 1 when something does, 2 when the check cannot run.
+    Verify(verify::VerifyArgs),
     /// Internal: compiles the component on stdin to stdout (kmirror's compiler process).
     #[command(name = "__compile-plugin", hide = true)]
     CompilePlugin,
@@ -95,6 +101,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Offsets(cmd) => offsets::run(cmd, &cache),
         Command::Plan(args) => plan::run(args, &cache),
         Command::Status(args) => status::run(args),
+        Command::Verify(args) => verify::run(args, &cache),
         Command::ImportMm2Config(args) => import_mm2_config::run(&args),
         Command::CompilePlugin => crate::plugin::compile::compile_stdin_to_stdout(),
     }

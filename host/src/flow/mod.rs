@@ -39,6 +39,7 @@ pub mod supervisor;
 pub mod takeover;
 mod tasks;
 pub mod telemetry;
+pub mod verify;
 
 use crate::kafka::KafkaError;
 use crate::policy::PluginError;

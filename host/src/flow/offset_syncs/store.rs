@@ -222,6 +222,21 @@ impl PartitionSyncs {
         Ok(())
     }
 
+    /// Where source record `up` is on the target, when the syncs say exactly: a sync names
+    /// it, or it lies within the contiguous run between two consecutive syncs of one writer
+    /// session. `None` in a gap (no record mirrored there), before the oldest sync, past the
+    /// newest, or between syncs with one missing.
+    fn exact(&self, up: i64) -> Option<i64> {
+        let idx = self.dense.partition_point(|e| e.up <= up);
+        let a = self.dense.get(idx.checked_sub(1)?)?;
+        if a.up == up {
+            return Some(a.down);
+        }
+        let b = self.dense.get(idx)?;
+        let run = b.down - a.down;
+        (consecutive(a, b) && up - a.up < run).then_some(a.down + (up - a.up))
+    }
+
     fn translate(&self, g: i64) -> Option<i64> {
         let idx = self.dense.partition_point(|e| e.up <= g);
         if idx == 0 {
@@ -350,6 +365,28 @@ impl OffsetSyncStore {
     pub fn newest_downstream(&self, topic: &str, partition: i32) -> Option<i64> {
         let p = self.partitions.get(&(topic.to_string(), partition))?;
         p.dense.back().map(|e| e.down)
+    }
+
+    /// Where source record `up` of `topic`/`partition` is on the target, when the retained
+    /// syncs say exactly (see `PartitionSyncs::exact`).
+    pub fn exact(&self, topic: &str, partition: i32, up: i64) -> Option<i64> {
+        self.partitions
+            .get(&(topic.to_string(), partition))?
+            .exact(up)
+    }
+
+    /// The source offset of the oldest retained sync of a partition: the first record the
+    /// syncs place.
+    pub fn oldest_upstream(&self, topic: &str, partition: i32) -> Option<i64> {
+        let p = self.partitions.get(&(topic.to_string(), partition))?;
+        p.dense.front().map(|e| e.up)
+    }
+
+    /// The source offset of the newest retained sync of a partition: the last record the
+    /// syncs place.
+    pub fn newest_upstream(&self, topic: &str, partition: i32) -> Option<i64> {
+        let p = self.partitions.get(&(topic.to_string(), partition))?;
+        p.dense.back().map(|e| e.up)
     }
 
     /// [`Self::translate`] with the epoch of the syncs used.

@@ -303,6 +303,19 @@ proptest! {
                 prop_assert!(t >= 0 && reread == 0, "g={}: translated to {:?}, truth {}, {} re-read", g, got, truth, reread);
             }
         }
+        // `kmirror verify`'s placement: never wrong, and complete up to the newest sync
+        // when no sync was lost.
+        for &(u, _) in &m.copies {
+            if let Some(t) = store.exact("t", 0, u) {
+                prop_assert!(m.copies.contains(&(u, t)), "exact({u}) = {t}, not where {u} was copied");
+            }
+        }
+        if complete {
+            let newest = store.newest_upstream("t", 0).unwrap_or(-1);
+            for &(u, d) in m.copies.iter().filter(|c| c.0 <= newest) {
+                prop_assert_eq!(store.exact("t", 0, u), Some(d), "record {} not placed exactly", u);
+            }
+        }
     }
 }
 

@@ -1,0 +1,384 @@
+//! `kmirror verify`: reads a flow's source partitions and their target partitions, pairs
+//! the records through the flow's exact offset map (its offset syncs) and compares them
+//! record by record (`flow::verify`); reports per partition what is equal, mismatched,
+//! missing on the target, extra on the target, not placed exactly by the map, not covered
+//! by it yet, and the source range no longer readable. Exit 0 when nothing differs, 1 when
+//! something does, 2 when the check could not run.
+
+use super::fail;
+use crate::config::{self, SyncsLocation};
+use crate::flow::discovery::rules;
+use crate::flow::offset_syncs::store::OffsetSyncStore;
+use crate::flow::offset_syncs::{MARKER_HEADER, SyncMarker};
+use crate::flow::plugins::FlowPlugins;
+use crate::flow::verify::{PartitionReport, Seen, compare};
+use crate::flow::{OWN_GROUP_PREFIX, Routes};
+use crate::formats::OffsetSync;
+use crate::kafka::Cluster;
+use crate::kafka::clients::headers_of;
+use crate::kafka::internal::{InternalReader, ReadEvent};
+use crate::plugin::cache::CacheChoice;
+use clap::Args;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// How long reading the offset syncs, or one partition's range, may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How verify's readers read: to a partition's end, and from its log start when a record
+/// asked for was deleted (the missing ones are then named).
+const READER: &[(&str, &str)] = &[
+    ("enable.partition.eof", "true"),
+    ("auto.offset.reset", "earliest"),
+];
+
+/// `kmirror verify`'s arguments.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The configuration file.
+    #[arg(long, short)]
+    config: PathBuf,
+    /// The flow, SOURCE->TARGET.
+    #[arg(long)]
+    flow: String,
+    /// Only these source topics (comma-separated; default: every topic the flow mirrors).
+    #[arg(long, value_delimiter = ',')]
+    topics: Vec<String>,
+    /// The source offset each partition is compared from (default: the oldest the map
+    /// places).
+    #[arg(long)]
+    from: Option<i64>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One partition's outcome.
+#[derive(Debug, serde::Serialize)]
+struct Row {
+    topic: String,
+    partition: i32,
+    target: String,
+    /// The source range compared, [from, to).
+    from: i64,
+    to: i64,
+    /// Source records before `from` the log no longer holds, when asked from there.
+    unreadable: Option<(i64, i64)>,
+    #[serde(flatten)]
+    report: PartitionReport,
+}
+
+/// Runs `kmirror verify`.
+pub fn run(args: VerifyArgs, cache: &CacheChoice) -> ExitCode {
+    let cfg = match config::load(&args.config, cache) {
+        Ok(cfg) => cfg,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return ExitCode::from(2);
+        }
+    };
+    let names: Vec<String> = cfg.flows.iter().map(|f| f.name.clone()).collect();
+    let Some(flow) = cfg.flows.into_iter().find(|f| f.name == args.flow) else {
+        return fail(
+            2,
+            &format!("no flow `{}`; flows are: {}", args.flow, names.join(", ")),
+        );
+    };
+    if !flow.roles.record_transforms.is_empty() {
+        return fail(
+            2,
+            &format!(
+                "flow {} transforms records: verify compares records byte for byte, so it checks flows without record transforms only",
+                flow.name
+            ),
+        );
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(2, &format!("cannot start the runtime: {e}")),
+    };
+    runtime.block_on(async move {
+        match verify(&flow, &args).await {
+            Ok(rows) => print(&rows, args.json),
+            Err(e) => fail(2, &e),
+        }
+    })
+}
+
+async fn verify(flow: &config::ResolvedFlow, args: &VerifyArgs) -> Result<Vec<Row>, String> {
+    let source = Cluster::new(&flow.source).map_err(|e| e.to_string())?;
+    let target = Cluster::new(&flow.target).map_err(|e| e.to_string())?;
+    let plugins = FlowPlugins::for_flow(flow);
+    let internal = plugins.internal_topics().await.map_err(|e| e.to_string())?;
+    let plugins = plugins.reserving(&internal);
+    let (listed, on_target) = tokio::join!(source.topics(), target.topics());
+    let listed = listed.map_err(|e| e.to_string())?;
+    let on_target = on_target.map_err(|e| e.to_string())?;
+    let names: Vec<String> = listed.keys().cloned().collect();
+    let decided = plugins
+        .batch(&names, rules::decide_with)
+        .await
+        .map_err(|e| format!("deciding the source topics: {e}"))?;
+    let mut routes: Routes =
+        rules::plan(&listed, &on_target, &decided.decisions, &Routes::new()).mirror;
+    if !args.topics.is_empty() {
+        for t in &args.topics {
+            if !routes.contains_key(t) {
+                return Err(format!("flow {} does not mirror topic `{t}`", flow.name));
+            }
+        }
+        routes.retain(|t, _| args.topics.contains(t));
+    }
+    let syncs_on = match flow.settings.offset_syncs_topic_location {
+        SyncsLocation::Source => &source,
+        SyncsLocation::Target => &target,
+    };
+    let store = read_syncs(syncs_on, &internal.offset_syncs).await?;
+    let mut rows = Vec::new();
+    for (topic, route) in &routes {
+        for partition in 0..route.partitions {
+            rows.push(
+                partition_row(
+                    &source,
+                    &target,
+                    &store,
+                    topic,
+                    &route.target,
+                    partition,
+                    args.from,
+                )
+                .await?,
+            );
+        }
+    }
+    Ok(rows)
+}
+
+/// Every offset sync of the flow, read to the end.
+async fn read_syncs(cluster: &Cluster, topic: &str) -> Result<OffsetSyncStore, String> {
+    let mut reader = InternalReader::open(cluster, topic)
+        .await
+        .map_err(|e| format!("reading the offset syncs ({topic}): {e}"))?;
+    // Every sync kept: the check walks whole partitions.
+    let mut store = OffsetSyncStore::with_budget(usize::MAX / 2);
+    let deadline = Instant::now() + READ_TIMEOUT;
+    while !reader.caught_up() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let event = tokio::time::timeout(left, reader.next())
+            .await
+            .map_err(|_| format!("{topic} not read to its end within {READ_TIMEOUT:?}"))?
+            .map_err(|e| format!("reading the offset syncs ({topic}): {e}"))?;
+        let ReadEvent::Record(msg) = event else {
+            continue;
+        };
+        let Ok(sync) = OffsetSync::decode(msg.key(), msg.payload()) else {
+            continue; // malformed: the daemon counts and reports those
+        };
+        let marker = msg
+            .headers()
+            .and_then(|h| {
+                use rdkafka::message::Headers;
+                h.iter().find(|h| h.key == MARKER_HEADER)
+            })
+            .and_then(|h| h.value)
+            .and_then(SyncMarker::decode);
+        // A refused sync (a former owner's late one) is refused here as in the daemon.
+        let _ = store.add_at(&sync, marker, msg.timestamp().to_millis());
+    }
+    Ok(store)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn partition_row(
+    source: &Cluster,
+    target: &Cluster,
+    store: &OffsetSyncStore,
+    topic: &str,
+    target_topic: &str,
+    partition: i32,
+    from: Option<i64>,
+) -> Result<Row, String> {
+    let reader = source
+        .consumer(&format!("{OWN_GROUP_PREFIX}verify"), READER)
+        .map_err(|e| e.to_string())?;
+    let (low, high) = reader
+        .fetch_watermarks(topic, partition, READ_TIMEOUT)
+        .map_err(|e| format!("{topic}[{partition}]: {e}"))?;
+    let covered = store.newest_upstream(topic, partition);
+    let oldest = store.oldest_upstream(topic, partition);
+    let asked = from.or(oldest).unwrap_or(high);
+    let start = asked.max(low);
+    let unreadable = (asked < low).then_some((asked, low));
+    let end = covered.map_or(start, |c| (c + 1).min(high)).max(start);
+    let source_records = read_range(&reader, topic, partition, start, end).await?;
+    let first_at = source_records
+        .iter()
+        .find_map(|s| store.exact(topic, partition, s.offset));
+    let last_at = source_records
+        .iter()
+        .rev()
+        .find_map(|s| store.exact(topic, partition, s.offset));
+    let target_records = match (first_at, last_at) {
+        (Some(a), Some(b)) => {
+            let t = target
+                .consumer(&format!("{OWN_GROUP_PREFIX}verify"), READER)
+                .map_err(|e| e.to_string())?;
+            read_range(&t, target_topic, partition, a, b + 1).await?
+        }
+        _ => Vec::new(),
+    };
+    let mut report = compare(
+        source_records,
+        target_records,
+        |u| store.exact(topic, partition, u),
+        covered,
+    );
+    // What lies past the newest sync is not read: counted as offsets (markers included).
+    report.not_covered += (high - end).max(0) as u64;
+    Ok(Row {
+        topic: topic.to_string(),
+        partition,
+        target: target_topic.to_string(),
+        from: start,
+        to: end,
+        unreadable,
+        report,
+    })
+}
+
+/// The records of `topic`[`partition`] at offsets `from..to`, in order (`read_committed`:
+/// aborted records and transaction markers are not records).
+async fn read_range(
+    consumer: &StreamConsumer,
+    topic: &str,
+    partition: i32,
+    from: i64,
+    to: i64,
+) -> Result<Vec<Seen>, String> {
+    let mut out = Vec::new();
+    if from >= to {
+        return Ok(out);
+    }
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(from))
+        .map_err(|e| e.to_string())?;
+    consumer.assign(&tpl).map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + READ_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let next = tokio::time::timeout(left, consumer.recv())
+            .await
+            .map_err(|_| {
+                format!("{topic}[{partition}] not read from {from} to {to} within {READ_TIMEOUT:?}")
+            })?;
+        match next {
+            Ok(m) => {
+                if m.offset() >= to {
+                    break;
+                }
+                out.push(Seen {
+                    offset: m.offset(),
+                    key: m.key().map(<[u8]>::to_vec),
+                    value: m.payload().map(<[u8]>::to_vec),
+                    headers: headers_of(&m)
+                        .map(|(k, v)| (k.into_owned(), v.map(<[u8]>::to_vec)))
+                        .collect(),
+                    timestamp: m.timestamp().to_millis(),
+                });
+                if m.offset() + 1 >= to {
+                    break;
+                }
+            }
+            // The end of what the partition holds (a range ending in markers or aborted
+            // records reaches it before `to`).
+            Err(KafkaError::PartitionEOF(_)) => break,
+            Err(e) => return Err(format!("reading {topic}[{partition}]: {e}")),
+        }
+    }
+    consumer.unassign().map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+fn print(rows: &[Row], json: bool) -> ExitCode {
+    let differs = rows
+        .iter()
+        .any(|r| r.report.differs() || r.unreadable.is_some());
+    if json {
+        println!("{}", serde_json::to_string_pretty(rows).unwrap_or_default());
+    } else {
+        println!(
+            "{:<32} {:>4} {:>21} {:>9} {:>10} {:>8} {:>8} {:>9} {:>11}",
+            "source topic",
+            "part",
+            "source range",
+            "equal",
+            "mismatched",
+            "missing",
+            "extra",
+            "unmapped",
+            "not covered"
+        );
+        for r in rows {
+            println!(
+                "{:<32} {:>4} {:>21} {:>9} {:>10} {:>8} {:>8} {:>9} {:>11}",
+                r.topic,
+                r.partition,
+                format!("{}..{}", r.from, r.to),
+                r.report.equal,
+                r.report.mismatched_count,
+                r.report.missing_count,
+                r.report.extra_count,
+                r.report.unmapped,
+                r.report.not_covered
+            );
+            for (up, down, what) in &r.report.mismatched {
+                println!(
+                    "  {}[{}] source offset {up}: target offset {down} differs in its {what}",
+                    r.topic, r.partition
+                );
+            }
+            for (up, down) in &r.report.missing {
+                println!(
+                    "  {}[{}] source offset {up}: no record at target offset {down} of {}",
+                    r.topic, r.partition, r.target
+                );
+            }
+            for at in &r.report.extra {
+                println!(
+                    "  {}[{}]: target offset {at} of {} is no source record's",
+                    r.topic, r.partition, r.target
+                );
+            }
+            if let Some((a, b)) = r.unreadable {
+                println!(
+                    "  {}[{}]: source offsets {a}..{b} are no longer readable (retention or deletion)",
+                    r.topic, r.partition
+                );
+            }
+        }
+        let total = |f: fn(&Row) -> u64| rows.iter().map(f).sum::<u64>();
+        println!(
+            "{} partitions: {} records equal, {} mismatched, {} missing on the target, {} extra on the target, {} not placed exactly by the offset syncs, {} not covered by them yet",
+            rows.len(),
+            total(|r| r.report.equal),
+            total(|r| r.report.mismatched_count),
+            total(|r| r.report.missing_count),
+            total(|r| r.report.extra_count),
+            total(|r| r.report.unmapped),
+            total(|r| r.report.not_covered),
+        );
+    }
+    if differs {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

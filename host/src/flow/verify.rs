@@ -1,0 +1,257 @@
+//! `kmirror verify`'s comparison, pure: a source partition's records and its target
+//! partition's records, paired through the flow's exact offset map (the offset syncs), and
+//! compared record by record — key, value, headers, timestamp and order.
+//!
+//! The map places a source record exactly when a sync names it, or when it lies in a run
+//! of contiguous offsets between two syncs of one writer session with no sync missing
+//! between them (`offset_syncs::writer`); past the newest sync, the records are not yet
+//! covered (mirrored, perhaps, but the map does not say where yet). Both sides are read in
+//! offset order, so the pairing streams: a target record the map gives no source record
+//! for is extra, a mapped target offset with no record is missing.
+
+use serde::Serialize;
+
+/// A record as compared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// Its offset in its partition.
+    pub offset: i64,
+    /// Its key.
+    pub key: Option<Vec<u8>>,
+    /// Its value.
+    pub value: Option<Vec<u8>>,
+    /// Its headers, in order.
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// Its timestamp (ms since the epoch), if it has one.
+    pub timestamp: Option<i64>,
+}
+
+impl Seen {
+    /// What differs between this source record and `target`, if anything.
+    fn differs(&self, target: &Seen) -> Option<&'static str> {
+        if self.key != target.key {
+            Some("key")
+        } else if self.value != target.value {
+            Some("value")
+        } else if self.headers != target.headers {
+            Some("headers")
+        } else if self.timestamp != target.timestamp {
+            Some("timestamp")
+        } else {
+            None
+        }
+    }
+}
+
+/// How many differences of each kind a report lists by offset at most (all are counted).
+pub const LISTED: usize = 20;
+
+/// One partition's verdict.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PartitionReport {
+    /// Source records compared with their target record and found equal.
+    pub equal: u64,
+    /// Source records whose target record differs: (source offset, target offset, what
+    /// differs), the first [`LISTED`].
+    pub mismatched: Vec<(i64, i64, &'static str)>,
+    /// How many differ.
+    pub mismatched_count: u64,
+    /// Source records whose mapped target offset holds no record: (source offset, target
+    /// offset), the first [`LISTED`].
+    pub missing: Vec<(i64, i64)>,
+    /// How many are missing.
+    pub missing_count: u64,
+    /// Target records in the compared range that no source record maps to: their
+    /// offsets, the first [`LISTED`].
+    pub extra: Vec<i64>,
+    /// How many are extra.
+    pub extra_count: u64,
+    /// Source records the map places only approximately (a sync missing: a restart, a
+    /// handover): not compared.
+    pub unmapped: u64,
+    /// Source records past the newest sync: not compared yet (`kmirror verify` does not
+    /// read them, and counts their offsets).
+    pub not_covered: u64,
+}
+
+impl PartitionReport {
+    /// Whether anything differs.
+    pub fn differs(&self) -> bool {
+        self.mismatched_count + self.missing_count + self.extra_count > 0
+    }
+}
+
+/// Compares `source` (a partition's records from some offset on, ascending) with `target`
+/// (its target partition's records from the mapped offset of the first on, ascending, up
+/// to the mapped offset of the last covered one), placing each source record with `map`
+/// (its exact target offset, `None` when the map is not exact there); source records past
+/// `covered_to` are not compared.
+pub fn compare(
+    source: impl IntoIterator<Item = Seen>,
+    target: impl IntoIterator<Item = Seen>,
+    map: impl Fn(i64) -> Option<i64>,
+    covered_to: Option<i64>,
+) -> PartitionReport {
+    let mut report = PartitionReport::default();
+    let mut target = target.into_iter().peekable();
+    let extra = |report: &mut PartitionReport, at: i64| {
+        report.extra_count += 1;
+        if report.extra.len() < LISTED {
+            report.extra.push(at);
+        }
+    };
+    for s in source {
+        if covered_to.is_none_or(|c| s.offset > c) {
+            report.not_covered += 1;
+            continue;
+        }
+        let Some(at) = map(s.offset) else {
+            report.unmapped += 1;
+            continue;
+        };
+        // Target records before the one this record maps to belong to no source record.
+        while let Some(t) = target.next_if(|t| t.offset < at) {
+            extra(&mut report, t.offset);
+        }
+        match target.next_if(|t| t.offset == at) {
+            Some(t) => match s.differs(&t) {
+                None => report.equal += 1,
+                Some(what) => {
+                    report.mismatched_count += 1;
+                    if report.mismatched.len() < LISTED {
+                        report.mismatched.push((s.offset, at, what));
+                    }
+                }
+            },
+            None => {
+                report.missing_count += 1;
+                if report.missing.len() < LISTED {
+                    report.missing.push((s.offset, at));
+                }
+            }
+        }
+    }
+    // Target records read past the last mapped one are left alone: the caller reads the
+    // target only up to the last covered record's place.
+    for t in target {
+        extra(&mut report, t.offset);
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(offset: i64, value: &str) -> Seen {
+        Seen {
+            offset,
+            key: Some(b"k".to_vec()),
+            value: Some(value.as_bytes().to_vec()),
+            headers: vec![("id".into(), Some(value.as_bytes().to_vec()))],
+            timestamp: Some(1_700_000_000_000 + offset),
+        }
+    }
+
+    /// Source offsets 10..20 with a transaction marker at 15 (no record), mirrored to
+    /// target offsets 0..9: 10..15 at 0..5, 16..20 at 5..9.
+    fn source() -> Vec<Seen> {
+        (10..20)
+            .filter(|o| *o != 15)
+            .map(|o| rec(o, &format!("v{o}")))
+            .collect()
+    }
+
+    fn target_of(source: &[Seen]) -> Vec<Seen> {
+        source
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Seen {
+                offset: i as i64,
+                timestamp: s.timestamp,
+                ..s.clone()
+            })
+            .collect()
+    }
+
+    fn map(up: i64) -> Option<i64> {
+        match up {
+            10..=14 => Some(up - 10),
+            16..=19 => Some(up - 11),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_faithful_mirror_compares_equal_through_the_map() {
+        let s = source();
+        let report = compare(s.clone(), target_of(&s), map, Some(19));
+        assert_eq!(report.equal, 9);
+        assert!(!report.differs(), "{report:?}");
+    }
+
+    #[test]
+    fn a_changed_a_deleted_and_an_added_record_are_each_named() {
+        let s = source();
+        let mut t = target_of(&s);
+        t[2].value = Some(b"changed".to_vec()); // source 12
+        t[6].headers.clear(); // source 17 (target 6, 7 once one is added before it)
+        t.remove(4); // source 14 at target 4: gone
+        // One added between target 6 and 7: the map skips over it (a downstream gap).
+        let added = Seen {
+            offset: 6,
+            ..rec(99, "added")
+        };
+        let t: Vec<Seen> = t
+            .into_iter()
+            .map(|r| {
+                if r.offset >= 6 {
+                    Seen {
+                        offset: r.offset + 1,
+                        ..r
+                    }
+                } else {
+                    r
+                }
+            })
+            .chain(std::iter::once(added))
+            .collect();
+        let mut t = t;
+        t.sort_by_key(|r| r.offset);
+        let shifted = |up: i64| map(up).map(|d| if d >= 6 { d + 1 } else { d });
+        let report = compare(s, t, shifted, Some(19));
+        assert_eq!(
+            report.mismatched,
+            vec![(12, 2, "value"), (17, 7, "headers")],
+            "{report:?}"
+        );
+        assert_eq!(report.missing, vec![(14, 4)], "{report:?}");
+        assert_eq!(report.extra, vec![6], "{report:?}");
+        assert_eq!(report.equal, 6);
+        assert!(report.differs());
+    }
+
+    #[test]
+    fn records_the_map_does_not_place_exactly_or_not_yet_are_not_compared() {
+        let s = source();
+        let t = target_of(&s);
+        let partial = |up: i64| if up < 13 { map(up) } else { None };
+        let report = compare(s.clone(), t[..3].to_vec(), partial, Some(19));
+        assert_eq!((report.equal, report.unmapped), (3, 6), "{report:?}");
+        let report = compare(s.clone(), t[..5].to_vec(), map, Some(14));
+        assert_eq!((report.equal, report.not_covered), (5, 4), "{report:?}");
+        assert!(!report.differs());
+        let report = compare(s, Vec::new(), map, None);
+        assert_eq!(report.not_covered, 9);
+    }
+
+    #[test]
+    fn a_timestamp_or_key_changed_is_a_mismatch() {
+        let s = vec![rec(0, "a"), rec(1, "b")];
+        let mut t = s.clone();
+        t[0].timestamp = Some(1);
+        t[1].key = None;
+        let report = compare(s, t, Some, Some(1));
+        assert_eq!(report.mismatched, vec![(0, 0, "timestamp"), (1, 1, "key")]);
+    }
+}
