@@ -1252,6 +1252,8 @@ fn tls_and_sasl_scram_as_operators_connect() {
 /// not covered), and its exit code.
 fn verified(config: &Path) -> Option<(Option<i32>, [u64; 5], String)> {
     let config = config.to_str()?;
+    // Stretches of 25 source offsets: the intruder (target offset 100, after source offset
+    // 99 of partition 0) lands right between two of them.
     let (code, out, err) = kmirror_cli(&[
         "verify",
         "--config",
@@ -1259,6 +1261,8 @@ fn verified(config: &Path) -> Option<(Option<i32>, [u64; 5], String)> {
         "--flow",
         "primary->backup",
         "--json",
+        "--stretch",
+        "25",
     ]);
     let rows: Vec<serde_json::Value> = serde_json::from_str(&out).ok()?;
     let sum = |k: &str| rows.iter().map(|r| r[k].as_u64().unwrap_or(0)).sum::<u64>();

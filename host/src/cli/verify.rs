@@ -56,6 +56,10 @@ pub struct VerifyArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Source offsets read and compared at a time (memory per partition; tests use a
+    /// small one to cross stretch boundaries).
+    #[arg(long, hide = true, default_value_t = 20_000)]
+    stretch: i64,
 }
 
 /// One partition's outcome.
@@ -142,23 +146,45 @@ async fn verify(flow: &config::ResolvedFlow, args: &VerifyArgs) -> Result<Vec<Ro
         SyncsLocation::Target => &target,
     };
     let store = read_syncs(syncs_on, &internal.offset_syncs).await?;
-    let mut rows = Vec::new();
+    let reader = source
+        .consumer(&format!("{OWN_GROUP_PREFIX}verify"), READER)
+        .map_err(|e| e.to_string())?;
+    let target_reader = target
+        .consumer(&format!("{OWN_GROUP_PREFIX}verify"), READER)
+        .map_err(|e| e.to_string())?;
+    // Each partition's range first: the progress has a total.
+    let mut planned = Vec::new();
     for (topic, route) in &routes {
         for partition in 0..route.partitions {
-            rows.push(
-                partition_row(
-                    &source,
-                    &target,
-                    &store,
-                    topic,
-                    &route.target,
-                    partition,
-                    args.from,
-                )
-                .await?,
-            );
+            let (low, high) = reader
+                .fetch_watermarks(topic, partition, READ_TIMEOUT)
+                .map_err(|e| format!("{topic}[{partition}]: {e}"))?;
+            planned.push(plan(
+                &store,
+                topic,
+                &route.target,
+                partition,
+                args.from,
+                low,
+                high,
+            ));
         }
     }
+    let mut progress = Progress::new(planned.iter().map(|r| r.to - r.from).sum(), args.json);
+    let mut rows = Vec::new();
+    for mut row in planned {
+        let readers = (&reader, &target_reader);
+        check(
+            readers,
+            &store,
+            &mut row,
+            args.stretch.max(1),
+            &mut progress,
+        )
+        .await?;
+        rows.push(row);
+    }
+    progress.done();
     Ok(rows)
 }
 
@@ -196,62 +222,144 @@ async fn read_syncs(cluster: &Cluster, topic: &str) -> Result<OffsetSyncStore, S
     Ok(store)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn partition_row(
-    source: &Cluster,
-    target: &Cluster,
+/// A partition's row before the check: the source range it compares, [from, to) — from
+/// `from` (default: the oldest record the syncs place) to the newest the syncs place.
+fn plan(
     store: &OffsetSyncStore,
     topic: &str,
     target_topic: &str,
     partition: i32,
     from: Option<i64>,
-) -> Result<Row, String> {
-    let reader = source
-        .consumer(&format!("{OWN_GROUP_PREFIX}verify"), READER)
-        .map_err(|e| e.to_string())?;
-    let (low, high) = reader
-        .fetch_watermarks(topic, partition, READ_TIMEOUT)
-        .map_err(|e| format!("{topic}[{partition}]: {e}"))?;
+    low: i64,
+    high: i64,
+) -> Row {
     let covered = store.newest_upstream(topic, partition);
-    let oldest = store.oldest_upstream(topic, partition);
-    let asked = from.or(oldest).unwrap_or(high);
-    let start = asked.max(low);
-    let unreadable = (asked < low).then_some((asked, low));
+    let asked = from
+        .or(store.oldest_upstream(topic, partition))
+        .unwrap_or(high);
+    let start = asked.max(low).min(high);
     let end = covered.map_or(start, |c| (c + 1).min(high)).max(start);
-    let source_records = read_range(&reader, topic, partition, start, end).await?;
-    let first_at = source_records
-        .iter()
-        .find_map(|s| store.exact(topic, partition, s.offset));
-    let last_at = source_records
-        .iter()
-        .rev()
-        .find_map(|s| store.exact(topic, partition, s.offset));
-    let target_records = match (first_at, last_at) {
-        (Some(a), Some(b)) => {
-            let t = target
-                .consumer(&format!("{OWN_GROUP_PREFIX}verify"), READER)
-                .map_err(|e| e.to_string())?;
-            read_range(&t, target_topic, partition, a, b + 1).await?
-        }
-        _ => Vec::new(),
-    };
-    let mut report = compare(
-        source_records,
-        target_records,
-        |u| store.exact(topic, partition, u),
-        covered,
-    );
-    // What lies past the newest sync is not read: counted as offsets (markers included).
-    report.not_covered += (high - end).max(0) as u64;
-    Ok(Row {
+    Row {
         topic: topic.to_string(),
         partition,
         target: target_topic.to_string(),
         from: start,
         to: end,
-        unreadable,
-        report,
-    })
+        unreadable: (asked < low).then_some((asked, low)),
+        report: PartitionReport {
+            // What lies past the newest sync is not read: counted as offsets.
+            not_covered: (high - end).max(0) as u64,
+            ..PartitionReport::default()
+        },
+    }
+}
+
+/// Compares `row`'s range `stretch` source offsets at a time (the records of one stretch
+/// are held in memory): each stretch's source records, and the target
+/// records from just after the previous stretch's last placed one to this stretch's last
+/// placed one (so a target record between two stretches is still found extra).
+async fn check(
+    (source, target): (&StreamConsumer, &StreamConsumer),
+    store: &OffsetSyncStore,
+    row: &mut Row,
+    stretch: i64,
+    progress: &mut Progress,
+) -> Result<(), String> {
+    let (topic, partition) = (row.topic.clone(), row.partition);
+    let covered = store.newest_upstream(&topic, partition);
+    let place = |u: i64| store.exact(&topic, partition, u);
+    let mut next_target: Option<i64> = None;
+    let mut at = row.from;
+    while at < row.to {
+        let stretch_end = (at + stretch).min(row.to);
+        let records = read_range(source, &topic, partition, at, stretch_end).await?;
+        let first = next_target.or_else(|| records.iter().find_map(|s| place(s.offset)));
+        let last = records.iter().rev().find_map(|s| place(s.offset));
+        let on_target = match (first, last) {
+            (Some(a), Some(b)) if b >= a => {
+                read_range(target, &row.target, partition, a, b + 1).await?
+            }
+            _ => Vec::new(),
+        };
+        if let Some(b) = last {
+            next_target = Some(b + 1);
+        }
+        row.report.add(compare(records, on_target, place, covered));
+        progress.advance(stretch_end - at);
+        at = stretch_end;
+    }
+    Ok(())
+}
+
+/// Progress on standard error: a line rewritten in place on a terminal, a plain line every
+/// few seconds otherwise; nothing under `--json` unless on a terminal.
+struct Progress {
+    total: i64,
+    done: i64,
+    started: Instant,
+    shown: Instant,
+    terminal: bool,
+    quiet: bool,
+}
+
+impl Progress {
+    fn new(total: i64, json: bool) -> Self {
+        use std::io::IsTerminal;
+        let terminal = std::io::stderr().is_terminal();
+        Progress {
+            total,
+            done: 0,
+            started: Instant::now(),
+            shown: Instant::now(),
+            terminal,
+            quiet: json && !terminal,
+        }
+    }
+
+    fn advance(&mut self, n: i64) {
+        self.done += n;
+        let every = if self.terminal {
+            Duration::from_millis(200)
+        } else {
+            Duration::from_secs(5)
+        };
+        if !self.quiet && self.shown.elapsed() >= every {
+            self.shown = Instant::now();
+            self.show();
+        }
+    }
+
+    fn show(&self) {
+        let pct = if self.total > 0 {
+            self.done * 100 / self.total
+        } else {
+            100
+        };
+        let line = format!(
+            "verified {} of {} source offsets ({pct}%) in {:.0?}",
+            self.done,
+            self.total,
+            self.started.elapsed()
+        );
+        if self.terminal {
+            let width = 30;
+            let filled = (pct as usize * width / 100).min(width);
+            eprint!(
+                "\r[{}{}] {line}",
+                "#".repeat(filled),
+                " ".repeat(width - filled)
+            );
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    fn done(&self) {
+        if self.terminal {
+            self.show();
+            eprintln!();
+        }
+    }
 }
 
 /// The records of `topic`[`partition`] at offsets `from..to`, in order (`read_committed`:
@@ -281,6 +389,9 @@ async fn read_range(
             })?;
         match next {
             Ok(m) => {
+                if m.topic() != topic || m.partition() != partition || m.offset() < from {
+                    continue; // fetched for an earlier range of this reader
+                }
                 if m.offset() >= to {
                     break;
                 }
@@ -299,7 +410,8 @@ async fn read_range(
             }
             // The end of what the partition holds (a range ending in markers or aborted
             // records reaches it before `to`).
-            Err(KafkaError::PartitionEOF(_)) => break,
+            Err(KafkaError::PartitionEOF(p)) if p == partition => break,
+            Err(KafkaError::PartitionEOF(_)) => continue, // an earlier range's
             Err(e) => return Err(format!("reading {topic}[{partition}]: {e}")),
         }
     }

@@ -75,6 +75,23 @@ pub struct PartitionReport {
 }
 
 impl PartitionReport {
+    /// Adds `other` (a later stretch of the same partition) to this report.
+    pub fn add(&mut self, other: PartitionReport) {
+        fn extend<T>(into: &mut Vec<T>, from: Vec<T>) {
+            let room = LISTED.saturating_sub(into.len());
+            into.extend(from.into_iter().take(room));
+        }
+        self.equal += other.equal;
+        self.mismatched_count += other.mismatched_count;
+        self.missing_count += other.missing_count;
+        self.extra_count += other.extra_count;
+        self.unmapped += other.unmapped;
+        self.not_covered += other.not_covered;
+        extend(&mut self.mismatched, other.mismatched);
+        extend(&mut self.missing, other.missing);
+        extend(&mut self.extra, other.extra);
+    }
+
     /// Whether anything differs.
     pub fn differs(&self) -> bool {
         self.mismatched_count + self.missing_count + self.extra_count > 0
