@@ -54,22 +54,36 @@ fn fields(name: &str) -> Vec<Field> {
     let start = format!("pub struct {name} {{");
     let mut lines = MODEL.lines().skip_while(|l| !l.starts_with(&start)).skip(1);
     let (mut out, mut doc, mut optional) = (Vec::new(), Vec::new(), false);
+    // An attribute rustfmt split over lines, until its `)]`.
+    let mut attribute: Option<String> = None;
     for line in lines.by_ref() {
         let line = line.trim();
         if line == "}" {
             break;
         }
-        if let Some(text) = line.strip_prefix("///") {
+        if let Some(mut open) = attribute.take() {
+            open.push_str(line);
+            if line.ends_with(")]") {
+                optional |= open.starts_with("#[serde(") && open.contains("default");
+            } else {
+                attribute = Some(open);
+            }
+        } else if let Some(text) = line.strip_prefix("///") {
             doc.push(text.trim().to_string());
-        } else if line.starts_with("#[serde(") && line.contains("default") {
-            optional = true;
+        } else if line.starts_with("#[") {
+            if line.ends_with(")]") || line.ends_with(']') && !line.ends_with("(]") {
+                optional |= line.starts_with("#[serde(") && line.contains("default");
+            } else {
+                attribute = Some(line.to_string());
+            }
         } else if let Some(rest) = line.strip_prefix("pub ") {
             let (field, rust_type) = rest.split_once(':').expect("a field");
             out.push(Field {
                 name: field.trim().to_string(),
                 rust_type: rust_type.trim().trim_end_matches(',').to_string(),
                 doc: std::mem::take(&mut doc).join(" "),
-                optional: std::mem::take(&mut optional),
+                // serde's derive reads a missing `Option` as `None`.
+                optional: std::mem::take(&mut optional) || rust_type.trim().starts_with("Option<"),
             });
         }
     }
@@ -102,12 +116,15 @@ fn aliased(name: &str) -> String {
 /// The type as a user writes it.
 fn toml_type(rust: &str) -> String {
     for (table, written) in [
-        ("ClusterConfig", "tables `[clusters.<alias>]`"),
-        ("FlowConfig", "array of tables `[[flows]]`"),
+        (
+            "BTreeMap<String, Spanned<ClusterConfig>>",
+            "tables `[clusters.<alias>]`",
+        ),
+        ("Vec<Spanned<FlowConfig>>", "array of tables `[[flows]]`"),
         ("PluginsConfig", "table `[plugins]`"),
         ("StatusConfig", "table `[status]`"),
     ] {
-        if rust.contains(table) {
+        if rust == table {
             return written.into();
         }
     }
@@ -225,12 +242,13 @@ fn page() -> String {
             } else {
                 "*required*".into()
             };
+            let cell = |text: String| text.replace('|', "\\|").replace("\\\\|", "\\|");
             out.push_str(&format!(
                 "| `{}` | {} | {} | {} | {} |\n",
                 f.name,
                 toml_type(&f.rust_type),
-                default,
-                mm2(&f.doc).unwrap_or_else(|| "—".into()),
+                cell(default),
+                cell(mm2(&f.doc).unwrap_or_else(|| "—".into())),
                 meaning(&f.doc)
             ));
         }
@@ -304,6 +322,57 @@ mod tests {
             }
         }
         assert_eq!(TABLES.len(), 6);
+    }
+
+    /// What the page calls required, the parser requires; every value it lists for a key
+    /// with a closed set of values, the parser accepts.
+    #[test]
+    fn required_keys_and_allowed_values_are_the_parsers() {
+        let cluster = "[clusters.a]\nbootstrap_servers = \"x\"\n";
+        let flow = "[[flows]]\nsource = \"a\"\ntarget = \"a\"\n";
+        let minimal = format!("{cluster}{flow}");
+        assert!(toml::from_str::<ConfigFile>(&minimal).is_ok());
+        for (name, _, _) in TABLES {
+            for f in fields(name).into_iter().filter(|f| !f.optional) {
+                let line = format!("{} = ", f.name);
+                let without: String = minimal
+                    .lines()
+                    .filter(|l| {
+                        !l.starts_with(&line)
+                            && (f.name != "clusters" || !l.starts_with("[clusters"))
+                    })
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                let without = if f.name == "clusters" {
+                    without.replace("bootstrap_servers = \"x\"\n", "")
+                } else {
+                    without
+                };
+                let e = toml::from_str::<ConfigFile>(&without)
+                    .expect_err(&format!("{name}.{} is required: {without}", f.name));
+                assert!(
+                    e.message().contains(&format!("missing field `{}`", f.name)),
+                    "{name}.{}: {}",
+                    f.name,
+                    e.message()
+                );
+            }
+        }
+        for f in fields("FlowConfig") {
+            let written = toml_type(&f.rust_type);
+            if !written.starts_with("`\"") {
+                continue;
+            }
+            for value in written.split(" \\| ") {
+                let value = value.trim_matches('`');
+                let text = format!("{minimal}{} = {value}\n", f.name);
+                assert!(
+                    toml::from_str::<ConfigFile>(&text).is_ok(),
+                    "{} = {value} is listed but refused",
+                    f.name
+                );
+            }
+        }
     }
 
     #[test]

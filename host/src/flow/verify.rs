@@ -72,6 +72,13 @@ pub struct PartitionReport {
     /// Source records past the newest sync: not compared yet (`kmirror verify` does not
     /// read them, and counts their offsets).
     pub not_covered: u64,
+    /// Target records among the copies of records the map does not place (after a crash,
+    /// a lost sync): neither compared nor counted extra.
+    pub target_unplaced: u64,
+    /// Whether the last source record compared was one the map does not place (the next
+    /// stretch's first target records may be its copies).
+    #[serde(skip)]
+    pub ends_unplaced: bool,
 }
 
 impl PartitionReport {
@@ -87,6 +94,8 @@ impl PartitionReport {
         self.extra_count += other.extra_count;
         self.unmapped += other.unmapped;
         self.not_covered += other.not_covered;
+        self.target_unplaced += other.target_unplaced;
+        self.ends_unplaced = other.ends_unplaced;
         extend(&mut self.mismatched, other.mismatched);
         extend(&mut self.missing, other.missing);
         extend(&mut self.extra, other.extra);
@@ -99,22 +108,34 @@ impl PartitionReport {
 }
 
 /// Compares `source` (a partition's records from some offset on, ascending) with `target`
-/// (its target partition's records from the mapped offset of the first on, ascending, up
+/// (its target partition's records from just after the previous placed one, ascending, up
 /// to the mapped offset of the last covered one), placing each source record with `map`
 /// (its exact target offset, `None` when the map is not exact there); source records past
-/// `covered_to` are not compared.
+/// `covered_to` are not compared. `after_unplaced`: the source record before these was
+/// one the map does not place (a previous stretch's [`PartitionReport::ends_unplaced`]).
+///
+/// A target record between two placed source records with nothing unplaced between them
+/// is no source record's copy: extra. Between a placed record and the next with unplaced
+/// ones between them, the target records are the unplaced ones' copies (or duplicates the
+/// map cannot tell from them): not judged.
 pub fn compare(
     source: impl IntoIterator<Item = Seen>,
     target: impl IntoIterator<Item = Seen>,
     map: impl Fn(i64) -> Option<i64>,
     covered_to: Option<i64>,
+    after_unplaced: bool,
 ) -> PartitionReport {
     let mut report = PartitionReport::default();
     let mut target = target.into_iter().peekable();
-    let extra = |report: &mut PartitionReport, at: i64| {
-        report.extra_count += 1;
-        if report.extra.len() < LISTED {
-            report.extra.push(at);
+    let mut unplaced = after_unplaced;
+    let skipped = |report: &mut PartitionReport, at: i64, unplaced: bool| {
+        if unplaced {
+            report.target_unplaced += 1;
+        } else {
+            report.extra_count += 1;
+            if report.extra.len() < LISTED {
+                report.extra.push(at);
+            }
         }
     };
     for s in source {
@@ -124,12 +145,15 @@ pub fn compare(
         }
         let Some(at) = map(s.offset) else {
             report.unmapped += 1;
+            unplaced = true;
             continue;
         };
-        // Target records before the one this record maps to belong to no source record.
+        // Target records before the one this record maps to: no source record's, or the
+        // copies of unplaced ones.
         while let Some(t) = target.next_if(|t| t.offset < at) {
-            extra(&mut report, t.offset);
+            skipped(&mut report, t.offset, unplaced);
         }
+        unplaced = false;
         match target.next_if(|t| t.offset == at) {
             Some(t) => match s.differs(&t) {
                 None => report.equal += 1,
@@ -148,11 +172,12 @@ pub fn compare(
             }
         }
     }
-    // Target records read past the last mapped one are left alone: the caller reads the
-    // target only up to the last covered record's place.
+    // The caller reads the target only up to the last placed record's place: what is
+    // left follows it.
     for t in target {
-        extra(&mut report, t.offset);
+        skipped(&mut report, t.offset, unplaced);
     }
+    report.ends_unplaced = unplaced;
     report
 }
 
@@ -202,7 +227,7 @@ mod tests {
     #[test]
     fn a_faithful_mirror_compares_equal_through_the_map() {
         let s = source();
-        let report = compare(s.clone(), target_of(&s), map, Some(19));
+        let report = compare(s.clone(), target_of(&s), map, Some(19), false);
         assert_eq!(report.equal, 9);
         assert!(!report.differs(), "{report:?}");
     }
@@ -236,7 +261,7 @@ mod tests {
         let mut t = t;
         t.sort_by_key(|r| r.offset);
         let shifted = |up: i64| map(up).map(|d| if d >= 6 { d + 1 } else { d });
-        let report = compare(s, t, shifted, Some(19));
+        let report = compare(s, t, shifted, Some(19), false);
         assert_eq!(
             report.mismatched,
             vec![(12, 2, "value"), (17, 7, "headers")],
@@ -252,13 +277,55 @@ mod tests {
     fn records_the_map_does_not_place_exactly_or_not_yet_are_not_compared() {
         let s = source();
         let t = target_of(&s);
+        // Placed up to 12, then not (a sync lost): the copies of 13.. are not called extra.
         let partial = |up: i64| if up < 13 { map(up) } else { None };
-        let report = compare(s.clone(), t[..3].to_vec(), partial, Some(19));
+        let report = compare(s.clone(), t.clone(), partial, Some(19), false);
         assert_eq!((report.equal, report.unmapped), (3, 6), "{report:?}");
-        let report = compare(s.clone(), t[..5].to_vec(), map, Some(14));
+        assert_eq!(
+            (report.extra_count, report.target_unplaced),
+            (0, 6),
+            "{report:?}"
+        );
+        assert!(report.ends_unplaced && !report.differs());
+        // A gap in the map between two placed stretches (a crash: 11..=13 unplaced), with
+        // a duplicate the restart wrote: neither is called extra; the placed ones compare.
+        let mut dup = t.clone();
+        dup.insert(
+            4,
+            Seen {
+                offset: 4,
+                ..t[3].clone()
+            },
+        );
+        for (i, r) in dup.iter_mut().enumerate() {
+            r.offset = i as i64;
+        }
+        let gap = |up: i64| match up {
+            10 => Some(0),
+            11..=13 => None,
+            14 => Some(5),
+            16..=19 => Some(up - 10),
+            _ => None,
+        };
+        let report = compare(s.clone(), dup, gap, Some(19), false);
+        assert_eq!(
+            (report.equal, report.unmapped, report.target_unplaced),
+            (6, 3, 4),
+            "{report:?}"
+        );
+        assert!(!report.differs(), "{report:?}");
+        // The next stretch starts after unplaced records: its first target records are
+        // theirs, not extra.
+        let report = compare(s[5..].to_vec(), t[4..].to_vec(), map, Some(19), true);
+        assert_eq!(
+            (report.target_unplaced, report.extra_count),
+            (1, 0),
+            "{report:?}"
+        );
+        let report = compare(s.clone(), t[..5].to_vec(), map, Some(14), false);
         assert_eq!((report.equal, report.not_covered), (5, 4), "{report:?}");
         assert!(!report.differs());
-        let report = compare(s, Vec::new(), map, None);
+        let report = compare(s, Vec::new(), map, None, false);
         assert_eq!(report.not_covered, 9);
     }
 
@@ -268,7 +335,7 @@ mod tests {
         let mut t = s.clone();
         t[0].timestamp = Some(1);
         t[1].key = None;
-        let report = compare(s, t, Some, Some(1));
+        let report = compare(s, t, Some, Some(1), false);
         assert_eq!(report.mismatched, vec![(0, 0, "timestamp"), (1, 1, "key")]);
     }
 }
