@@ -13,10 +13,16 @@ use common::{kmirror, plugins_dir, repo, yaml_docs};
 use std::path::{Path, PathBuf};
 
 fn validate(config: &Path) -> (Option<i32>, String) {
+    validate_with(config, Vec::new())
+}
+
+/// `kmirror validate` of `config` with `env` set: (exit code, stdout and stderr).
+fn validate_with(config: &Path, env: Vec<(String, String)>) -> (Option<i32>, String) {
     let o = kmirror()
         .arg("--no-cache")
         .args(["validate", "--config"])
         .arg(config)
+        .envs(env)
         .output()
         .unwrap();
     let all = format!(
@@ -143,20 +149,12 @@ fn every_configuration_example_in_the_docs_validates() {
         for (line, block) in toml_blocks(&text) {
             let dir = tempfile::tempdir().unwrap();
             let (path, env) = whole_file(dir.path(), &block);
-            let o = kmirror()
-                .arg("--no-cache")
-                .args(["validate", "--config"])
-                .arg(&path)
-                .envs(env)
-                .output()
-                .unwrap();
+            let (code, out) = validate_with(&path, env);
             assert_eq!(
-                o.status.code(),
+                code,
                 Some(0),
-                "{}:{line}: the example does not validate:\n{}{}\nas checked:\n{}",
+                "{}:{line}: the example does not validate:\n{out}\nas checked:\n{}",
                 file.display(),
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr),
                 std::fs::read_to_string(&path).unwrap()
             );
             checked += 1;
@@ -172,19 +170,9 @@ fn a_drifted_example_fails_the_check() {
         dir.path(),
         "[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\noffset_lag_maxx = 1\n",
     );
-    let o = kmirror()
-        .arg("--no-cache")
-        .args(["validate", "--config"])
-        .arg(&path)
-        .envs(env)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("did you mean `offset_lag_max`?"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let (code, out) = validate_with(&path, env);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("did you mean `offset_lag_max`?"), "{out}");
 }
 
 /// The documents of the Kubernetes manifests, as JSON.

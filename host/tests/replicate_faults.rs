@@ -1646,36 +1646,14 @@ fn an_exactly_once_shard_mirrors_each_record_once_through_target_errors_and_an_o
 /// none lost, each partition's records first arriving in their order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_instance_sends_again_in_order_what_timed_out_while_the_target_was_down() {
-    use kmirror::flow::single::{TermEnd, boot_time};
     logs();
     let (source, target) = mocks();
     let servers = source.bootstrap_servers();
     tokio::task::spawn_blocking(move || produce(&servers, "orders", 0..500))
         .await
         .expect("produce");
-    let term = TermEnd::default();
-    term.set(boot_time() + Duration::from_secs(3600));
-    let (shared, _held) = single_task(CancellationToken::new(), term.clone());
-    let (src, tgt) = (
-        cluster("primary", source.bootstrap_servers()),
-        cluster("backup", target.bootstrap_servers()),
-    );
-    let routes: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
-    let (_routes_tx, rx) = watch::channel(routes);
-    let telemetry = Arc::new(FlowTelemetry::new("primary->backup"));
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(replication::run(
-        [src.clone(), tgt, src],
-        ReplicatorSettings {
-            // The lease: records are given up after 750 ms.
-            session_timeout: Duration::from_secs(3),
-            ..settings()
-        },
-        rx,
-        shutdown.clone(),
-        telemetry.clone(),
-        shared,
-    ));
+    let single = SingleRun::start(&source, &target);
+    let (telemetry, shutdown) = (single.telemetry.clone(), single.shutdown.clone());
     let t = target.bootstrap_servers();
     let early = tokio::task::spawn_blocking(move || {
         count_ids(&t, "primary.orders", 500, Duration::from_secs(30))
@@ -1731,7 +1709,7 @@ async fn a_single_instance_sends_again_in_order_what_timed_out_while_the_target_
     .await
     .expect("read");
     shutdown.cancel();
-    task.await.expect("join").expect("a clean stop");
+    single.task.await.expect("join").expect("a clean stop");
     let total: usize = order.values().map(Vec::len).sum();
     assert_eq!(total, 2500, "every record arrived");
     for (p, ids) in &order {
@@ -1750,36 +1728,14 @@ async fn a_single_instance_sends_again_in_order_what_timed_out_while_the_target_
 /// duplicates no figure explained.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_instance_counts_the_records_it_sent_again_that_a_slow_target_may_have_stored() {
-    use kmirror::flow::single::{TermEnd, boot_time};
     logs();
     let (source, target) = mocks();
     let servers = source.bootstrap_servers();
     tokio::task::spawn_blocking(move || produce(&servers, "orders", 0..200))
         .await
         .expect("produce");
-    let term = TermEnd::default();
-    term.set(boot_time() + Duration::from_secs(3600));
-    let (shared, _held) = single_task(CancellationToken::new(), term.clone());
-    let (src, tgt) = (
-        cluster("primary", source.bootstrap_servers()),
-        cluster("backup", target.bootstrap_servers()),
-    );
-    let routes: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
-    let (_routes_tx, rx) = watch::channel(routes);
-    let telemetry = Arc::new(FlowTelemetry::new("primary->backup"));
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(replication::run(
-        [src.clone(), tgt, src],
-        ReplicatorSettings {
-            // The lease: records are given up 750 ms after they were queued.
-            session_timeout: Duration::from_secs(3),
-            ..settings()
-        },
-        rx,
-        shutdown.clone(),
-        telemetry.clone(),
-        shared,
-    ));
+    let single = SingleRun::start(&source, &target);
+    let (telemetry, shutdown) = (single.telemetry.clone(), single.shutdown.clone());
     let t = target.bootstrap_servers();
     let early = tokio::task::spawn_blocking(move || {
         count_ids(&t, "primary.orders", 200, Duration::from_secs(30))
@@ -1827,7 +1783,7 @@ async fn a_single_instance_counts_the_records_it_sent_again_that_a_slow_target_m
     .await
     .expect("read");
     shutdown.cancel();
-    task.await.expect("join").expect("a clean stop");
+    single.task.await.expect("join").expect("a clean stop");
     assert_eq!(counts.len(), 400, "every record arrived");
     assert_eq!(counts_after.len(), 400, "nothing but the records");
     let duplicated: usize = counts_after.values().map(|n| n - 1).sum();
@@ -1900,6 +1856,55 @@ fn run_shard(source: &MockCluster<'static, DefaultProducerContext>, target: Clus
 /// What a single instance's one replication task (lease epoch 1) shares: `abandon` cancels
 /// it, `term` ends its lease term. The other ends of its start report and its rejoin
 /// channel come back with it, to be held while it runs.
+/// A single instance's replication task mirroring `orders` (2 partitions) from `source`
+/// to `target` with a 3 s lease (records given up 750 ms after they were queued), its
+/// term far away.
+struct SingleRun {
+    task: tokio::task::JoinHandle<Result<(), replication::ReplicateError>>,
+    telemetry: Arc<FlowTelemetry>,
+    shutdown: CancellationToken,
+    _held: (tokio::sync::mpsc::Receiver<()>, watch::Sender<u64>),
+    _routes: watch::Sender<Routes>,
+}
+
+impl SingleRun {
+    fn start(
+        source: &MockCluster<'static, DefaultProducerContext>,
+        target: &MockCluster<'static, DefaultProducerContext>,
+    ) -> SingleRun {
+        use kmirror::flow::single::{TermEnd, boot_time};
+        let term = TermEnd::default();
+        term.set(boot_time() + Duration::from_secs(3600));
+        let (shared, held) = single_task(CancellationToken::new(), term);
+        let (src, tgt) = (
+            cluster("primary", source.bootstrap_servers()),
+            cluster("backup", target.bootstrap_servers()),
+        );
+        let routes: Routes = [("orders".to_string(), Route::new("primary.orders", 2))].into();
+        let (routes_tx, rx) = watch::channel(routes);
+        let telemetry = Arc::new(FlowTelemetry::new("primary->backup"));
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(replication::run(
+            [src.clone(), tgt, src],
+            ReplicatorSettings {
+                session_timeout: Duration::from_secs(3),
+                ..settings()
+            },
+            rx,
+            shutdown.clone(),
+            telemetry.clone(),
+            shared,
+        ));
+        SingleRun {
+            task,
+            telemetry,
+            shutdown,
+            _held: held,
+            _routes: routes_tx,
+        }
+    }
+}
+
 fn single_task(
     abandon: CancellationToken,
     term: kmirror::flow::single::TermEnd,

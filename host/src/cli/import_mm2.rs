@@ -3,7 +3,7 @@
 
 use super::fail;
 use super::table;
-use crate::config::{self, ResolvedFlow};
+use crate::config::ResolvedFlow;
 use crate::flow::progress_group;
 use crate::flow::takeover::{self, Takeover};
 use crate::kafka::Cluster;
@@ -32,12 +32,9 @@ pub struct ImportArgs {
 /// Runs `offsets import-mm2`: exit 0 when done (or, without --apply, nothing refused), 1
 /// when a cluster fails or a flow refuses, 2 for a bad configuration.
 pub fn run(args: &ImportArgs, cache: &CacheChoice) -> ExitCode {
-    let cfg = match config::load(&args.config, cache) {
+    let cfg = match super::load_config(&args.config, cache) {
         Ok(cfg) => cfg,
-        Err(errors) => {
-            eprintln!("{errors}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let names: Vec<String> = cfg.flows.iter().map(|f| f.name.clone()).collect();
     let flows: Vec<ResolvedFlow> = cfg
@@ -55,12 +52,9 @@ pub fn run(args: &ImportArgs, cache: &CacheChoice) -> ExitCode {
             ),
         );
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::runtime(1) {
         Ok(rt) => rt,
-        Err(e) => return fail(1, &format!("cannot start the runtime: {e}")),
+        Err(code) => return code,
     };
     runtime.block_on(async move {
         let mut code = ExitCode::SUCCESS;

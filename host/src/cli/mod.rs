@@ -81,6 +81,26 @@ pub enum Command {
     CompilePlugin,
 }
 
+/// The configuration at `path`; on errors, prints them and gives exit code 2.
+pub(crate) fn load_config(
+    path: &std::path::Path,
+    cache: &CacheChoice,
+) -> Result<crate::config::LoadedConfig, ExitCode> {
+    crate::config::load(path, cache).map_err(|errors| {
+        eprintln!("{errors}");
+        ExitCode::from(2)
+    })
+}
+
+/// A runtime for a command's cluster calls; when none can start, the error is printed and
+/// `code` given.
+pub(crate) fn runtime(code: u8) -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| fail(code, &format!("cannot start the runtime: {e}")))
+}
+
 /// Prints `message` as an error and gives exit code `code`.
 pub(crate) fn fail(code: u8, message: &str) -> ExitCode {
     eprintln!("error: {message}");

@@ -5,7 +5,7 @@
 use super::fail;
 use super::failover::{self, Coverage, Gate, Uncovered};
 use super::table;
-use crate::config::{self, LoadedConfig, ResolvedFlow};
+use crate::config::{LoadedConfig, ResolvedFlow};
 use crate::flow::checkpoints::read_checkpoints;
 use crate::flow::discovery::rules;
 use crate::flow::group_sync::{self, SyncPlan};
@@ -191,19 +191,13 @@ pub fn run(cmd: OffsetsCommand, cache: &CacheChoice) -> ExitCode {
         }
         OffsetsCommand::ImportMm2(args) => return super::import_mm2::run(args, cache),
     };
-    let cfg = match config::load(&path, cache) {
+    let cfg = match super::load_config(&path, cache) {
         Ok(cfg) => cfg,
-        Err(errors) => {
-            eprintln!("{errors}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::runtime(1) {
         Ok(rt) => rt,
-        Err(e) => return fail(1, &format!("cannot start the runtime: {e}")),
+        Err(code) => return code,
     };
     runtime.block_on(async move {
         let opened = match open(cfg, &flow, &group).await {

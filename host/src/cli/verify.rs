@@ -79,12 +79,9 @@ struct Row {
 
 /// Runs `kmirror verify`.
 pub fn run(args: VerifyArgs, cache: &CacheChoice) -> ExitCode {
-    let cfg = match config::load(&args.config, cache) {
+    let cfg = match super::load_config(&args.config, cache) {
         Ok(cfg) => cfg,
-        Err(errors) => {
-            eprintln!("{errors}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let names: Vec<String> = cfg.flows.iter().map(|f| f.name.clone()).collect();
     let Some(flow) = cfg.flows.into_iter().find(|f| f.name == args.flow) else {
@@ -102,12 +99,9 @@ pub fn run(args: VerifyArgs, cache: &CacheChoice) -> ExitCode {
             ),
         );
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::runtime(2) {
         Ok(rt) => rt,
-        Err(e) => return fail(2, &format!("cannot start the runtime: {e}")),
+        Err(code) => return code,
     };
     runtime.block_on(async move {
         match verify(&flow, &args).await {
