@@ -47,9 +47,13 @@ pub fn decode_assignment(bytes: &[u8]) -> Option<Vec<(String, i32)>> {
     Some(out)
 }
 
+/// Why a group described with no state is not read as one without members.
+const UNDESCRIBED: &str = "the coordinator did not describe the group (it answered with an error, e.g. moving or loading)";
+
 impl Cluster {
     /// The partitions the coordinator says `group`'s members are assigned (empty when the
-    /// broker does not report assignments).
+    /// broker does not report assignments). A group the coordinator answered with an error
+    /// (moving, loading: no state, no members) is an error, not a group without members.
     pub async fn group_assignment(
         &self,
         group: &str,
@@ -62,18 +66,23 @@ impl Cluster {
                 .inner()
                 .fetch_group_list(Some(&name), REQUEST_TIMEOUT)
                 .map(|l| {
-                    l.groups()
-                        .iter()
-                        .filter(|g| g.name() == name)
+                    let found = l.groups().iter().find(|g| g.name() == name);
+                    if found.is_some_and(|g| g.state().is_empty()) {
+                        return Err(UNDESCRIBED);
+                    }
+                    Ok(found
+                        .into_iter()
                         .flat_map(|g| g.members().iter())
                         .filter_map(|m| m.assignment().and_then(decode_assignment))
                         .flatten()
-                        .collect::<BTreeSet<_>>()
+                        .collect::<BTreeSet<_>>())
                 })
         })
         .await
         .map_err(|e| self.error(op(), e))?;
-        listed.map_err(|e| self.error(op(), e))
+        listed
+            .map_err(|e| self.error(op(), e))?
+            .map_err(|e| self.error(op(), e))
     }
 }
 

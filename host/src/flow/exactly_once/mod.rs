@@ -159,6 +159,13 @@ fn shard_count<C: ConsumerContext>(
         .groups()
         .iter()
         .find(|g| g.name() == group && !metadata_only);
+    if described.is_some_and(|g| g.state().is_empty()) {
+        // Answered with an error (the coordinator moving or loading): not a group whose
+        // members hold nothing.
+        return Err(what(&format!(
+            "the coordinator did not describe group {group} (it answered with an error)"
+        )));
+    }
     if let Some(g) = described
         && matches!(g.state(), "PreparingRebalance" | "CompletingRebalance")
     {

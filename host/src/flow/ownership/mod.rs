@@ -155,11 +155,15 @@ pub async fn run(ctx: OwnershipContext, shutdown: CancellationToken) {
                     warned = false;
                     continue;
                 }
-                let assigned = ctx
-                    .source
-                    .group_assignment(&ctx.progress_group)
-                    .await
-                    .unwrap_or_default();
+                // Unknown this pass (the coordinator moving or loading): nothing is judged
+                // stuck for want of an answer.
+                let assigned = match ctx.source.group_assignment(&ctx.progress_group).await {
+                    Ok(assigned) => assigned,
+                    Err(e) => {
+                        telemetry.note_error("read the group's assignment", e.kind(), &e);
+                        continue;
+                    }
+                };
                 let routes = ctx.routes.borrow().clone();
                 let verdict = ownership.judge(crate::flow::telemetry::now_ms(), &routes, &assigned, limits);
                 let stuck: Vec<String> = verdict.stuck.iter().map(|(t, p)| format!("{t}[{p}]")).collect();
