@@ -120,6 +120,14 @@ pub struct Core {
     /// The owner generation of the partitions it takes, when not a group's (a single
     /// instance's lease epoch).
     pub(super) generation: Option<i32>,
+    /// The consumer group's generation as its last rebalance left it (a group's task), for
+    /// the status: asking librdkafka waits on its main thread without a timeout, and at
+    /// 20,000 topics that thread was busy for minutes — the loop must never wait on it.
+    pub(super) group_generation: Option<i32>,
+    /// The log ends `/status` showed last, by partition, and where the next status tick
+    /// starts reading them again (see `status::ENDS_PER_TICK`).
+    pub(super) ends: HashMap<(Arc<str>, i32), Option<i64>>,
+    pub(super) ends_from: usize,
     /// Whether the task stops: it then takes no new partition.
     pub(super) stopping: bool,
 }
@@ -160,6 +168,9 @@ impl Core {
             refreshed: HashMap::new(),
             budget,
             generation,
+            group_generation: None,
+            ends: HashMap::new(),
+            ends_from: 0,
             stopping: false,
         }
     }

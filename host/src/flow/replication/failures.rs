@@ -39,6 +39,14 @@ pub fn classify(code: Code, sync: bool) -> Failure {
         Code::MessageTimedOut => Failure::Transient(format!(
             "{code} (given up after waiting for the target: sent again — is the target slow or unreachable?)"
         )),
+        // The producer instance the record was queued on is being destroyed (a reset
+        // replaces it: `BrokerDestroy`, librdkafka's `__DESTROY`), or librdkafka let go of
+        // the broker connection it waited on (`DestroyBroker`): about the producer, not the
+        // record. Seen on Kafka at 20,000 topics, where records given up were resent
+        // through a new producer; taken as unproducible, each paused its partition.
+        Code::BrokerDestroy | Code::DestroyBroker => Failure::Transient(format!(
+            "{code} (the producer or its connection was closed under the record; sent again)"
+        )),
         Code::UnknownPartition | Code::UnknownTopic | Code::UnknownTopicOrPartition => {
             Failure::Transient(format!(
                 "{code} (the producer does not know this target partition yet; retried after a metadata refresh)"
@@ -116,6 +124,8 @@ mod tests {
         }
         for code in [
             Code::PurgeInflight,
+            Code::BrokerDestroy,
+            Code::DestroyBroker,
             Code::UnknownPartition,
             Code::UnknownTopic,
             Code::MessageTimedOut,

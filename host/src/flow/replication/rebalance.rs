@@ -27,6 +27,9 @@ impl Core {
         stored: Option<TopicPartitionList>,
     ) {
         let partitions = pairs(tpl);
+        if self.generation.is_none() {
+            self.group_generation = group_generation(consumer);
+        }
         if self.stopping && !partitions.is_empty() {
             // A stopping task would mirror what it takes with the configuration it stops
             // with (a reload restarting the flow: the old record transforms) until its turn
@@ -44,10 +47,7 @@ impl Core {
             self.book.recommit_unstored();
             return;
         }
-        let generation = self
-            .generation
-            .or_else(|| group_generation(consumer))
-            .unwrap_or(-1);
+        let generation = self.generation.or(self.group_generation).unwrap_or(-1);
         let now = Instant::now();
         {
             let mut orphans = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
@@ -203,6 +203,7 @@ impl Core {
         let gone = self.book.remove(&partitions);
         if self.generation.is_none() {
             self.book.rebalanced(Instant::now());
+            self.group_generation = group_generation(consumer);
         }
         if lost {
             let now = Instant::now();

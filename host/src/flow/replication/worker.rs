@@ -187,8 +187,11 @@ const CONSUMER_QUEUE_KBYTES: &str = "8192";
 /// 4.4 CPU s. A record waits at most this long when traffic is light.
 pub const LINGER_MS: &str = "50";
 
-/// New topics at most looked up one by one when a single instance's task takes them (more:
-/// one request for every topic).
+/// New topics at most looked up when a single instance's task takes them, one request each.
+/// More are left to librdkafka's own lookup of unknown topics (once a second, one request
+/// for all of them): a request for every topic instead costs librdkafka's main thread time
+/// quadratic in the topics (it finds each listed topic among its own by a linear search;
+/// at 20,000 topics it was busy for minutes, and calls that wait on it stalled the tasks).
 const METADATA_PER_TOPIC: usize = 8;
 /// How long looking up new topics may take.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
@@ -621,28 +624,29 @@ fn take_share(
             .incremental_assign(&tpl)
             .map_err(|e| failed("take the routed partitions", e))?;
         core.lock().assign(consumer, &tpl, stored);
+        tracing::debug!(flow = %ctx.settings.flow, member = ctx.settings.member, partitions = tpl.count(), "took the routed partitions");
     }
     *taken = share;
     Ok(())
 }
 
-/// Asks the source for `topics`' metadata on a thread of its own, into `consumer`'s cache
-/// (one request per topic for a few, one for every topic beyond [`METADATA_PER_TOPIC`]).
+/// Asks the source for `topics`' metadata on a thread of its own, into `consumer`'s cache,
+/// one request per topic, when they are at most [`METADATA_PER_TOPIC`] (more are looked up
+/// by librdkafka itself).
 fn look_up(consumer: &Arc<Member>, topics: BTreeSet<String>, ctx: &WorkerContext) {
+    if topics.len() > METADATA_PER_TOPIC {
+        return;
+    }
     let consumer = consumer.clone();
     let telemetry = ctx.telemetry.clone();
     let spawned = std::thread::Builder::new()
         .name("kmirror-metadata".into())
         .spawn(move || {
-            let asked = if topics.len() <= METADATA_PER_TOPIC {
-                topics.iter().try_for_each(|t| {
-                    consumer
-                        .fetch_metadata(Some(t), METADATA_TIMEOUT)
-                        .map(|_| ())
-                })
-            } else {
-                consumer.fetch_metadata(None, METADATA_TIMEOUT).map(|_| ())
-            };
+            let asked = topics.iter().try_for_each(|t| {
+                consumer
+                    .fetch_metadata(Some(t), METADATA_TIMEOUT)
+                    .map(|_| ())
+            });
             if let Err(e) = asked {
                 telemetry.note_error("look up the routed topics", "kafka", &e);
             }
