@@ -86,6 +86,13 @@ const CONFIG_SYNC_SLICE: Duration = Duration::from_millis(500);
 /// How often the leader compares the mirrored source topics' ids (a recreated topic).
 const RECREATION_CHECK: Duration = Duration::from_secs(30);
 
+/// How long a target topic this loop created or grew counts as created or grown while the
+/// target's listing does not show it yet: a broker of a multi-broker cluster lags the
+/// controller (at 10,000 new topics on two busy brokers, for more than a pass), and asking
+/// again to create thousands of topics that exist held the next pass for 73 s. Past this, a
+/// topic still not listed is taken as deleted meanwhile and created again.
+const UNLISTED_TRUSTED: Duration = Duration::from_secs(300);
+
 /// How long a topic a plugin failed on waits before it is asked again.
 const RETRY_UNDECIDED: Duration = Duration::from_secs(60);
 
@@ -112,6 +119,9 @@ pub struct Discovery<C> {
     topic_ids: BTreeMap<String, String>,
     /// When the topic ids were last asked for.
     ids_asked: Option<Instant>,
+    /// Target topics this loop created or grew, with their partitions then, until a listing
+    /// shows them so (see [`UNLISTED_TRUSTED`]).
+    made: BTreeMap<String, (i32, Instant)>,
 }
 
 impl<C: Clusters> Discovery<C> {
@@ -129,6 +139,7 @@ impl<C: Clusters> Discovery<C> {
             config_failures: BTreeMap::new(),
             topic_ids: BTreeMap::new(),
             ids_asked: None,
+            made: BTreeMap::new(),
         }
     }
 
@@ -138,6 +149,7 @@ impl<C: Clusters> Discovery<C> {
     pub async fn pass(&mut self, routes: &watch::Sender<Routes>) -> bool {
         let telemetry = self.ctx.telemetry.clone();
         let generation = self.ctx.plugins.generation();
+        let began = Instant::now();
         let (source, target) = tokio::join!(
             self.ctx.clusters.source_topics(),
             self.ctx.clusters.target_topics()
@@ -147,6 +159,10 @@ impl<C: Clusters> Discovery<C> {
         let (Some(source), Some(mut target)) = (source, target) else {
             return false;
         };
+        // The configs are synced only for what the listing shows (a lagging broker would not
+        // describe the others yet); creations and growths see what this loop made too.
+        let listed_target = target.clone();
+        self.trust_made(&mut target);
         if generation != self.generation {
             // The plugins were replaced: every topic is decided again by the new ones.
             tracing::info!(flow = %telemetry.flow, topics = self.decisions.len(), generation, "plugins replaced; deciding every topic again");
@@ -154,6 +170,7 @@ impl<C: Clusters> Discovery<C> {
             self.undecided.clear();
             self.generation = generation;
         }
+        let listed = began.elapsed();
         self.decide_new(&source).await;
         let mut plan = rules::plan(&source, &target, &self.decisions, &self.mirrored);
         self.refuse_claimed(&mut plan);
@@ -172,15 +189,19 @@ impl<C: Clusters> Discovery<C> {
             tracing::info!(flow = %telemetry.flow, "plugins replaced during the pass; it is dropped and decided again");
             return false;
         }
+        let decided = began.elapsed();
         self.apply(&mut plan, &mut target).await;
         // What the last config sync could not do is reported until it is tried again.
         plan.problems.extend(self.config_failures.values().cloned());
         let mirror = plan.mirror.clone();
         let published = self.publish(plan, generation, routes);
+        let applied = began.elapsed();
         if published && leader {
             self.check_recreated(&mirror).await;
-            self.sync_configs(&mirror, &target).await;
+            self.sync_configs(&mirror, &listed_target).await;
         }
+        // Where a pass's time goes (a new topic waits for all of it but the last two steps).
+        tracing::debug!(flow = %telemetry.flow, source_topics = source.len(), listed = ?listed, decided = ?decided - listed, applied_and_published = ?applied - decided, ids_and_configs = ?began.elapsed() - applied, "discovery pass");
         published
     }
 
@@ -328,10 +349,24 @@ impl<C: Clusters> Discovery<C> {
         }
     }
 
+    /// Adds to the target's listing what this loop made and the listing does not show yet
+    /// (a lagging broker answered), for [`UNLISTED_TRUSTED`]; forgets what it shows.
+    fn trust_made(&mut self, target: &mut Snapshot) {
+        let now = Instant::now();
+        self.made.retain(|name, (partitions, at)| {
+            let listed = target.get(name).copied().unwrap_or(0);
+            if listed >= *partitions || now.duration_since(*at) >= UNLISTED_TRUSTED {
+                return false;
+            }
+            target.insert(name.clone(), *partitions);
+            true
+        });
+    }
+
     /// Creates and grows target topics; what could not be done is not replicated, and is
     /// a problem until it works.
-    async fn apply(&self, plan: &mut Plan, target: &mut Snapshot) {
-        let telemetry = &self.ctx.telemetry;
+    async fn apply(&mut self, plan: &mut Plan, target: &mut Snapshot) {
+        let telemetry = self.ctx.telemetry.clone();
         let mut specs = Vec::new();
         for action in std::mem::take(&mut plan.actions) {
             match action {
@@ -360,6 +395,7 @@ impl<C: Clusters> Discovery<C> {
                 } => match self.ctx.clusters.add_partitions(name.clone(), to).await {
                     Ok(()) => {
                         tracing::info!(flow = %telemetry.flow, topic = %name, from, to, "added partitions to the target");
+                        self.made.insert(name.clone(), (to, Instant::now()));
                         target.insert(name, to);
                     }
                     Err(e) => {
@@ -381,11 +417,16 @@ impl<C: Clusters> Discovery<C> {
         if specs.is_empty() {
             return;
         }
+        let asked: BTreeMap<String, i32> =
+            specs.iter().map(|s| (s.name.clone(), s.partitions)).collect();
         let mut existed = Vec::new();
         for (name, result) in self.ctx.clusters.create_topics(specs).await {
             match result {
                 Ok(Creation::Created) => {
-                    tracing::info!(flow = %telemetry.flow, topic = %name, "created target topic")
+                    tracing::info!(flow = %telemetry.flow, topic = %name, "created target topic");
+                    if let Some(partitions) = asked.get(&name) {
+                        self.made.insert(name, (*partitions, Instant::now()));
+                    }
                 }
                 Ok(Creation::Existed) => existed.push(name),
                 Err(e) => {

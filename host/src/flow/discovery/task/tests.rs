@@ -30,6 +30,13 @@ struct Fake {
     describe_takes: Mutex<Duration>,
     /// Source topic -> its topic id (none: the broker serves no ids).
     ids: Mutex<BTreeMap<String, String>>,
+    /// The target's listing lags: what is created or grown is not listed (a broker that
+    /// has not caught up with the controller answers).
+    lagging: Mutex<bool>,
+    /// Every growth asked for: topic, partitions.
+    grown: Mutex<Vec<(String, i32)>>,
+    /// What exists on the target whatever its listing says: topic -> partitions.
+    exists: Mutex<Snapshot>,
 }
 
 fn error(message: &str) -> KafkaError {
@@ -84,10 +91,22 @@ impl Clusters for Arc<Fake> {
                     self.target.lock().unwrap().insert(name.clone(), have);
                     return (name, Ok(Creation::Existed));
                 }
-                self.target
+                if let Some(have) = self.exists.lock().unwrap().get(&name) {
+                    if !*self.lagging.lock().unwrap() {
+                        self.target.lock().unwrap().insert(name.clone(), *have);
+                    }
+                    return (name, Ok(Creation::Existed));
+                }
+                self.exists
                     .lock()
                     .unwrap()
                     .insert(name.clone(), spec.partitions);
+                if !*self.lagging.lock().unwrap() {
+                    self.target
+                        .lock()
+                        .unwrap()
+                        .insert(name.clone(), spec.partitions);
+                }
                 self.created.lock().unwrap().push(spec);
                 (name, Ok(Creation::Created))
             })
@@ -97,7 +116,17 @@ impl Clusters for Arc<Fake> {
         if let Some(why) = self.fail_grow.lock().unwrap().clone() {
             return Err(error(&why));
         }
-        self.target.lock().unwrap().insert(topic, count);
+        self.grown.lock().unwrap().push((topic.clone(), count));
+        let mut exists = self.exists.lock().unwrap();
+        if exists.get(&topic).is_some_and(|have| *have >= count) {
+            return Err(error(&format!(
+                "INVALID_PARTITIONS: {topic} already has {count} partitions"
+            )));
+        }
+        exists.insert(topic.clone(), count);
+        if !*self.lagging.lock().unwrap() {
+            self.target.lock().unwrap().insert(topic, count);
+        }
         Ok(())
     }
     async fn source_configs(&self, _: String) -> Result<Vec<TopicConfigEntry>, KafkaError> {
@@ -574,4 +603,53 @@ async fn a_source_topic_created_again_under_its_name_is_reported() {
     assert_eq!(t.status().source_recreated["orders"].topic_id, "C");
     // Not an error of the flow: nothing counted as one.
     assert_eq!(t.count(Counter::Errors), 0);
+}
+
+/// A target whose listing lags what was created and grown (a broker of a busy multi-broker
+/// cluster behind its controller): the next passes neither create nor grow again what this
+/// loop made, its routes stay, and once the listing shows it nothing changes.
+#[tokio::test]
+async fn what_was_created_or_grown_is_not_asked_for_again_while_the_listing_lags() {
+    let mut h = harness(&[("orders", 1)], TargetClaims::default(), "primary->backup");
+    *h.fake.lagging.lock().unwrap() = true;
+    assert!(h.pass().await);
+    assert_eq!(h.fake.created.lock().unwrap().len(), 1);
+    let route = Some(Route::new("primary.orders", 1));
+    assert_eq!(h.routes().get("orders"), route.as_ref());
+    assert!(h.pass().await);
+    assert!(h.pass().await);
+    assert_eq!(
+        h.fake.created.lock().unwrap().len(),
+        1,
+        "created once, though not listed"
+    );
+    assert_eq!(h.routes().get("orders"), route.as_ref());
+    assert_eq!(h.health().state, "ok", "{:?}", h.health());
+
+    // Grown at the source: grown once on the target, and mirrored with 3 partitions while
+    // the listing still says 1.
+    h.fake.source.lock().unwrap().insert("orders".into(), 3);
+    assert!(h.pass().await);
+    assert!(h.pass().await);
+    assert_eq!(
+        *h.fake.grown.lock().unwrap(),
+        vec![("primary.orders".to_string(), 3)]
+    );
+    assert_eq!(
+        h.routes().get("orders"),
+        Some(&Route::new("primary.orders", 3))
+    );
+    assert_eq!(h.health().state, "ok", "{:?}", h.health());
+
+    // The listing catches up: nothing more is asked for.
+    *h.fake.lagging.lock().unwrap() = false;
+    h.fake
+        .target
+        .lock()
+        .unwrap()
+        .insert("primary.orders".into(), 3);
+    assert!(h.pass().await);
+    assert_eq!(h.fake.created.lock().unwrap().len(), 1);
+    assert_eq!(h.fake.grown.lock().unwrap().len(), 1);
+    assert!(h.discovery.made.is_empty(), "forgotten once listed");
 }
