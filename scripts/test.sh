@@ -8,8 +8,18 @@
 # tests on Tansu, a Kafka-protocol broker that is not Kafka: docs/testing.md) and the
 # doctests. Arguments go to `cargo nextest run` (e.g. `-p kmirror --test e2e_faults`);
 # KMIRROR_TEST_BROKER=tansu runs the end-to-end tests on Tansu instead.
+# `scripts/test.sh --scale` runs only the many-topics test, taken on to 20,000 source topics
+# on two brokers per cluster (8-10 minutes alone on two cores: not part of every run,
+# docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--scale" ]; then
+    shift
+    scripts/setup.sh
+    cargo xtask plugins
+    KMIRROR_TWENTY_THOUSAND_TOPICS=1 exec cargo nextest run -p kmirror --test e2e_many_topics "$@"
+fi
 
 scripts/setup.sh
 # The user guide builds and its links resolve (seconds; before the long runs).

@@ -44,6 +44,10 @@ pub struct KafkaOptions {
     /// JVM options replacing the test defaults (serial GC, C1 only), e.g. G1 for a broker
     /// with thousands of partitions, whose serial full collections paused it for seconds.
     pub jvm: Option<Vec<String>>,
+    /// Brokers in the cluster (default 1): the first is also its controller, the others
+    /// brokers only, each a JVM of its own. Kafka keeps a descriptor open per partition,
+    /// and a process may hold at most 20,000 here: more partitions need more brokers.
+    pub brokers: Option<u32>,
 }
 
 impl KafkaOptions {
@@ -71,13 +75,18 @@ impl KafkaOptions {
         self.offsets_retention_minutes = Some(minutes);
         self
     }
+    pub fn brokers(mut self, n: u32) -> Self {
+        self.brokers = Some(n);
+        self
+    }
     pub fn set(mut self, key: &str, value: &str) -> Self {
         self.extra.push((key.to_string(), value.to_string()));
         self
     }
 }
 
-/// A running single-node Apache Kafka cluster.
+/// A running Apache Kafka cluster: one node (broker and controller), or more with
+/// [`KafkaOptions::brokers`].
 pub struct Kafka {
     /// `127.0.0.1:port` of the PLAINTEXT listener (anonymous; a super user under the
     /// authorizer).
@@ -89,6 +98,8 @@ pub struct Kafka {
     child: Option<Child>,
     heap: String,
     jvm: Option<Vec<String>>,
+    /// The cluster's other nodes (brokers only), dying with this one.
+    more: Vec<Kafka>,
 }
 
 /// The directory holding the Kafka and MirrorMaker 2 jars: `KMIRROR_KAFKA_LIB`, or where
@@ -276,15 +287,15 @@ impl Kafka {
                     })
                     .collect()
             });
-            let spawned: Vec<(usize, Kafka, u64)> = prepared
+            let spawned: Vec<(usize, Kafka, Vec<u64>)> = prepared
                 .drain(..)
                 .map(|(i, mut k)| {
-                    let before = k.spawn_child();
+                    let before = k.spawn_nodes();
                     (i, k, before)
                 })
                 .collect();
             for (i, mut k, before) in spawned {
-                match k.wait_ready(before) {
+                match k.wait_nodes(&before) {
                     Ok(()) => out[i] = Some(k),
                     Err(e) if e.contains("Address already in use") => last[i] = e,
                     Err(e) => panic!("{e}"),
@@ -297,15 +308,39 @@ impl Kafka {
             .collect()
     }
 
-    /// A fresh directory with the broker's configuration, formatted; no process yet.
+    /// Fresh directories with the nodes' configurations, formatted; no process yet.
     fn prepare(opts: &KafkaOptions) -> Result<Kafka, String> {
+        let id = cluster_id();
+        let controller = free_port();
+        let mut first = Self::prepare_node(opts, 1, controller, &id)?;
+        for node in 2..=opts.brokers.unwrap_or(1) {
+            // Another node's listeners are its own: only the first takes the asked ports.
+            let others = KafkaOptions {
+                port: None,
+                advertised_port: None,
+                ..opts.clone()
+            };
+            first
+                .more
+                .push(Self::prepare_node(&others, node, controller, &id)?);
+        }
+        Ok(first)
+    }
+
+    /// Node `node` of cluster `cluster_id` whose controller listens on `controller`: node 1
+    /// is that controller and a broker, every other node a broker only.
+    fn prepare_node(
+        opts: &KafkaOptions,
+        node: u32,
+        controller: u16,
+        cluster_id: &str,
+    ) -> Result<Kafka, String> {
         let dir = tempfile::Builder::new()
             .prefix("kmirror-kafka-")
             .tempdir()
             .expect("temp dir");
         let d = dir.path();
         let port = opts.port.unwrap_or_else(free_port);
-        let controller = free_port();
         let sasl = opts.sasl.then(free_port);
         let ssl = opts.tls.then(free_port);
         let sasl_ssl = (opts.sasl && opts.tls).then(free_port);
@@ -342,12 +377,19 @@ impl Kafka {
                 });
             }
         }
-        listeners.push(format!("CONTROLLER://127.0.0.1:{controller}"));
+        if node == 1 {
+            listeners.push(format!("CONTROLLER://127.0.0.1:{controller}"));
+        }
+        let roles = if node == 1 {
+            "broker,controller"
+        } else {
+            "broker"
+        };
 
         let data = d.join("data");
         let mut text = format!(
-            "process.roles=broker,controller
-node.id=1
+            "process.roles={roles}
+node.id={node}
 controller.quorum.voters=1@127.0.0.1:{controller}
 listeners={listeners}
 advertised.listeners={advertise}
@@ -450,7 +492,7 @@ group.consumer.heartbeat.interval.ms=1000
                 "kafka.tools.StorageTool",
                 "format",
                 // `=`: an id may start with '-'.
-                &format!("--cluster-id={}", cluster_id()),
+                &format!("--cluster-id={cluster_id}"),
                 "-c",
             ])
             .arg(&config);
@@ -481,6 +523,7 @@ group.consumer.heartbeat.interval.ms=1000
             child: None,
             heap: opts.heap.clone().unwrap_or_else(|| "512m".into()),
             jvm: opts.jvm.clone(),
+            more: Vec::new(),
         })
     }
 
@@ -537,18 +580,38 @@ group.consumer.heartbeat.interval.ms=1000
         ))
     }
 
-    /// Stops the broker (SIGTERM, then SIGKILL after 30 s), keeping its data.
+    /// Starts every node's process (the cluster's other nodes after this one); returns each
+    /// one's [`Kafka::spawn_child`] count, in that order.
+    fn spawn_nodes(&mut self) -> Vec<u64> {
+        let mut before = vec![self.spawn_child()];
+        before.extend(self.more.iter_mut().map(Kafka::spawn_child));
+        before
+    }
+
+    /// Waits until every node spawned by [`Kafka::spawn_nodes`] serves.
+    fn wait_nodes(&mut self, before: &[u64]) -> Result<(), String> {
+        self.wait_ready(before[0])?;
+        for (k, b) in self.more.iter_mut().zip(&before[1..]) {
+            k.wait_ready(*b)?;
+        }
+        Ok(())
+    }
+
+    /// Stops every node (SIGTERM, then SIGKILL after 30 s), keeping their data.
     pub fn stop(&mut self) {
+        for k in self.more.iter_mut() {
+            k.stop();
+        }
         if let Some(child) = self.child.take() {
             terminate(child, Duration::from_secs(30));
         }
     }
 
-    /// Starts the stopped broker again on the same ports and data.
+    /// Starts the stopped cluster again on the same ports and data.
     pub fn restart(&mut self) {
         self.stop();
-        let before = self.spawn_child();
-        self.wait_ready(before).unwrap_or_else(|e| panic!("{e}"));
+        let before = self.spawn_nodes();
+        self.wait_nodes(&before).unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// The CA certificate (PEM) the broker's certificate chains to, with

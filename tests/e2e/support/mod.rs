@@ -279,6 +279,8 @@ pub struct Kmirror {
     child: Option<Child>,
     /// Its stderr (logs).
     pub log: PathBuf,
+    /// The process id it started with.
+    started: u32,
 }
 
 impl Kmirror {
@@ -299,8 +301,10 @@ impl Kmirror {
             .stdout(Stdio::null())
             .stderr(file);
         die_with_parent(&mut cmd);
+        let child = cmd.spawn().expect("start kmirror");
         Kmirror {
-            child: Some(cmd.spawn().expect("start kmirror")),
+            started: child.id(),
+            child: Some(child),
             log: log.to_path_buf(),
         }
     }
@@ -383,8 +387,32 @@ impl Kmirror {
 }
 
 impl Drop for Kmirror {
+    /// Kills the process; keeps its log where `KMIRROR_TEST_LOGS` says (a directory), and
+    /// in a directory of its own when the test is failing (a temporary test directory
+    /// would take it with it), naming the copy on stderr.
     fn drop(&mut self) {
         self.kill9();
+        let keep = match std::env::var_os("KMIRROR_TEST_LOGS") {
+            Some(dir) => Some(PathBuf::from(dir)),
+            None if std::thread::panicking() => tempfile::Builder::new()
+                .prefix("kmirror-log-")
+                .tempdir()
+                .ok()
+                .map(|d| d.keep()),
+            None => None,
+        };
+        let Some(dir) = keep else {
+            return;
+        };
+        let pid = self.started;
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("test")
+            .replace("::", "-");
+        let copy = dir.join(format!("{test}-{pid}.log"));
+        if std::fs::create_dir_all(&dir).is_ok() && std::fs::copy(&self.log, &copy).is_ok() {
+            eprintln!("kmirror's log kept: {}", copy.display());
+        }
     }
 }
 
