@@ -92,7 +92,10 @@ fn end_offsets(addr: &str, topics: &[String]) -> BTreeMap<String, i64> {
 /// broker it asks serves: the cluster's second broker, busy with thousands of new
 /// partitions, lagged longer than that (the records failed with "Unknown partition").
 fn one_each(src: &Client, topics: &[String]) {
-    let producer = Client::with(&src.addr, &[("topic.metadata.propagation.max.ms", "300000")]);
+    let producer = Client::with(
+        &src.addr,
+        &[("topic.metadata.propagation.max.ms", "300000")],
+    );
     for t in topics {
         let id = format!("id-{t}");
         producer.produce(t, 0, id.as_bytes(), id.as_bytes(), &[], 1_700_000_000_000);
@@ -213,11 +216,10 @@ fn ten_then_twenty_thousand_source_topics_are_all_mirrored_by_one_instance_and_a
     // One descriptor per partition on each broker, and their state on the heap: G1, as a
     // production broker runs (the tests' serial collector paused a broker with 10,000
     // partitions for up to 5 s, longer than the single-instance lease's margin).
-    let opts = KafkaOptions::default().brokers(if twenty { 2 } else { 1 }).heap("2g").jvm(&[
-        "-Xms1g",
-        "-XX:+UseG1GC",
-        "-XX:MaxGCPauseMillis=20",
-    ]);
+    let opts = KafkaOptions::default()
+        .brokers(if twenty { 2 } else { 1 })
+        .heap("2g")
+        .jvm(&["-Xms1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]);
     let (primary, backup) = Broker::kafka_pair(&opts, &opts);
     let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
     let first = names(0..10_000);

@@ -417,8 +417,10 @@ impl<C: Clusters> Discovery<C> {
         if specs.is_empty() {
             return;
         }
-        let asked: BTreeMap<String, i32> =
-            specs.iter().map(|s| (s.name.clone(), s.partitions)).collect();
+        let asked: BTreeMap<String, i32> = specs
+            .iter()
+            .map(|s| (s.name.clone(), s.partitions))
+            .collect();
         let mut existed = Vec::new();
         for (name, result) in self.ctx.clusters.create_topics(specs).await {
             match result {

@@ -126,7 +126,9 @@ mod tests {
             for _ in 0..ticks {
                 let first = from % count;
                 from = first + ENDS_PER_TICK;
-                let read: Vec<usize> = (0..count).filter(|i| read_again(*i, count, first)).collect();
+                let read: Vec<usize> = (0..count)
+                    .filter(|i| read_again(*i, count, first))
+                    .collect();
                 assert!(read.len() <= ENDS_PER_TICK, "{count}");
                 for i in read {
                     seen[i] += 1;
