@@ -12,6 +12,9 @@ impl Configure for MemoryBomb {
 }
 
 impl TopicFilter for MemoryBomb {
+    // For "bomb" the loop never ends on purpose: it allocates until the sandbox's memory
+    // limit stops the plugin.
+    #[allow(clippy::while_immutable_condition)]
     fn should_replicate_topic(&self, topic: &str) -> bool {
         let mut hoard: Vec<Vec<u8>> = Vec::new();
         while topic == "bomb" {
