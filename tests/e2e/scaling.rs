@@ -242,9 +242,7 @@ fn a_rolling_restart_loses_nothing() {
 /// flush interval), on a fresh status port: (config, status address).
 fn default_instance(dir: &Path, primary: &str, backup: &str, i: usize) -> (PathBuf, String) {
     let status = free_addr();
-    let flows = format!(
-        "[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nreplication_factor = 1\nrefresh_topics_interval = \"1s\"\n"
-    );
+    let flows = "[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nreplication_factor = 1\nrefresh_topics_interval = \"1s\"\n".to_string();
     let path = config_file(dir, primary, backup, &plugins_dir(), Some(&status), &flows);
     let named = dir.join(format!("kmirror-{i}.toml"));
     std::fs::rename(&path, &named).expect("config");

@@ -259,7 +259,7 @@ fn a_chain_added_by_a_reload_holds_for_every_record_produced_once_it_is_reported
     assert!(reported.is_some(), "log:\n{}", k.logs());
     let during = id - 1000;
     // Once reported: every record, on both partitions, goes through the new chain.
-    let tagged = |id: usize| (id % 4 == 0).then_some(true);
+    let tagged = |id: usize| id.is_multiple_of(4).then_some(true);
     for id in 5000..5100 {
         payment(&src, id, tagged(id));
     }
@@ -328,8 +328,7 @@ fn checkpoint_config(
         backup,
         plugins,
         Some(status),
-        &format!(
-            r#"[[flows]]
+        &r#"[[flows]]
 source = "primary"
 target = "backup"
 refresh_topics_interval = "1s"
@@ -339,9 +338,9 @@ emit_checkpoints_interval = "500ms"
 refresh_groups_interval = "500ms"
 offset_lag_max = 1000
 replication_factor = 1
-record_transforms = [{{ plugin = "drop_by_header.wasm", config = {{ header = "internal" }} }}]
+record_transforms = [{ plugin = "drop_by_header.wasm", config = { header = "internal" } }]
 "#
-        ),
+        .to_string(),
     )
 }
 

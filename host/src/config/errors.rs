@@ -98,11 +98,11 @@ impl<'a> Validator<'a> {
                 .strip_prefix('"')
                 .and_then(|t| t.strip_prefix(key))
                 .and_then(|t| t.strip_prefix('"'));
-            if let Some(rest) = bare.or(quoted) {
-                if rest.trim_start().starts_with('=') {
-                    let at = offset + (line.len() - trimmed.len());
-                    return at..at + key.len();
-                }
+            if let Some(rest) = bare.or(quoted)
+                && rest.trim_start().starts_with('=')
+            {
+                let at = offset + (line.len() - trimmed.len());
+                return at..at + key.len();
             }
             offset += line.len();
         }

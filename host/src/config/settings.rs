@@ -210,15 +210,15 @@ impl FlowSettings {
                 message: "must be at least 1".into(),
             });
         }
-        if let Some(rf) = c.replication_factor {
-            if !(1..=MAX_REPLICATION_FACTOR).contains(&rf) {
-                errors.push(SettingError {
+        if let Some(rf) = c.replication_factor
+            && !(1..=MAX_REPLICATION_FACTOR).contains(&rf)
+        {
+            errors.push(SettingError {
                     key: "replication_factor",
                     message: format!(
                         "must be between 1 and {MAX_REPLICATION_FACTOR} (leave it out for the broker's default)"
                     ),
                 });
-            }
         }
         if c.sync_group_offsets && !c.emit_checkpoints_enabled {
             errors.push(SettingError {

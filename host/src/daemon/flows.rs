@@ -173,14 +173,14 @@ impl Flows {
     /// starts).
     pub fn stop(&mut self, name: &str) {
         self.pending.remove(name);
-        if let Some(r) = self.running.get_mut(name) {
-            if r.stopping.is_none() {
-                tracing::info!(flow = %name, "stopping flow");
-                r.token.cancel();
-                let s = &r.flow.settings;
-                let leaving = s.session_timeout * s.replication_tasks.saturating_sub(1);
-                r.stopping = Some(Instant::now() + s.shutdown_timeout + leaving + STOP_GRACE);
-            }
+        if let Some(r) = self.running.get_mut(name)
+            && r.stopping.is_none()
+        {
+            tracing::info!(flow = %name, "stopping flow");
+            r.token.cancel();
+            let s = &r.flow.settings;
+            let leaving = s.session_timeout * s.replication_tasks.saturating_sub(1);
+            r.stopping = Some(Instant::now() + s.shutdown_timeout + leaving + STOP_GRACE);
         }
     }
 

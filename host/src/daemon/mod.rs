@@ -181,13 +181,12 @@ pub async fn run(
             }
             _ = tick.tick() => {
                 if stopping {
-                    if let Some(deadline) = d.flows.latest_deadline() {
-                        if std::time::Instant::now() >= deadline {
+                    if let Some(deadline) = d.flows.latest_deadline()
+                        && std::time::Instant::now() >= deadline {
                             let grace = STOP_GRACE;
                             tracing::error!(?grace, "the flows did not stop in time");
                             return Err(failure.unwrap_or(DaemonError::StopTimeout(grace)));
                         }
-                    }
                 } else {
                     let abandoned = d.flows.abandon_overdue();
                     if let Some(r) = &mut d.restarting {
@@ -317,10 +316,10 @@ impl Daemon {
                     self.flows.reloaded(&a.flow, a.path, a.sha256);
                 }
                 self.seen = Some(seen);
-                if std::mem::take(&mut self.reload_after_rescan) {
-                    if let Some(path) = path {
-                        self.reload(path, cache);
-                    }
+                if std::mem::take(&mut self.reload_after_rescan)
+                    && let Some(path) = path
+                {
+                    self.reload(path, cache);
                 }
                 if !self.changed.is_empty() {
                     self.rescan();
@@ -346,10 +345,10 @@ impl Daemon {
                         self.telemetry.config_reloaded(false, &why);
                     }
                 }
-                if std::mem::take(&mut self.reload_again) {
-                    if let Some(path) = path {
-                        self.reload(path, cache);
-                    }
+                if std::mem::take(&mut self.reload_again)
+                    && let Some(path) = path
+                {
+                    self.reload(path, cache);
                 }
             }
         }

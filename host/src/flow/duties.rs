@@ -64,10 +64,10 @@ pub async fn run(ctx: DutiesContext, mut leader: watch::Receiver<bool>, stop: Ca
         }
         duty.cancel();
         while let Some(joined) = set.join_next().await {
-            if let Err(e) = joined {
-                if e.is_panic() {
-                    std::panic::resume_unwind(e.into_panic());
-                }
+            if let Err(e) = joined
+                && e.is_panic()
+            {
+                std::panic::resume_unwind(e.into_panic());
             }
         }
         if stop.is_cancelled() {

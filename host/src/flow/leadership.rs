@@ -45,20 +45,22 @@ fn holds_the_election(tpl: &rdkafka::TopicPartitionList) -> bool {
 
 impl ConsumerContext for Elector {
     fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Revoke(tpl) = rebalance {
-            if holds_the_election(tpl) && *self.leader.borrow() {
-                tracing::info!(flow = %self.flow, "this instance is no longer the flow's leader");
-                self.leader.send_replace(false);
-            }
+        if let Rebalance::Revoke(tpl) = rebalance
+            && holds_the_election(tpl)
+            && *self.leader.borrow()
+        {
+            tracing::info!(flow = %self.flow, "this instance is no longer the flow's leader");
+            self.leader.send_replace(false);
         }
     }
 
     fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Assign(tpl) = rebalance {
-            if holds_the_election(tpl) && !*self.leader.borrow() {
-                tracing::info!(flow = %self.flow, "this instance leads the flow: discovery's changes, checkpoints, group offset sync and heartbeats run here");
-                self.leader.send_replace(true);
-            }
+        if let Rebalance::Assign(tpl) = rebalance
+            && holds_the_election(tpl)
+            && !*self.leader.borrow()
+        {
+            tracing::info!(flow = %self.flow, "this instance leads the flow: discovery's changes, checkpoints, group offset sync and heartbeats run here");
+            self.leader.send_replace(true);
         }
     }
 }
@@ -113,10 +115,10 @@ pub async fn run(
         drop(consumer); // leaves the group: another instance takes over at once
     };
     let done = tokio::task::spawn_blocking(elect);
-    if let Err(e) = done.await {
-        if e.is_panic() {
-            std::panic::resume_unwind(e.into_panic());
-        }
+    if let Err(e) = done.await
+        && e.is_panic()
+    {
+        std::panic::resume_unwind(e.into_panic());
     }
     leader.send_replace(false);
 }

@@ -309,8 +309,7 @@ impl Cluster {
         self.create_topics(&[spec])
             .await
             .into_iter()
-            .map(|(_, r)| r.map(|_| ()))
-            .collect::<Result<(), _>>()
+            .try_for_each(|(_, r)| r.map(|_| ()))
             .map(Ok)
     }
 

@@ -68,14 +68,14 @@ fn not_a_component_hint(bytes: &[u8]) -> Option<&'static str> {
 fn compiled(host: &PluginHost, bytes: &[u8]) -> Result<(Component, CacheOutcome), String> {
     let engine = host.engine();
     let key = host.cache().map(|_| ComponentCache::key(engine, bytes));
-    if let (Some(cache), Some(key)) = (host.cache(), &key) {
-        if let Some(artefact) = cache.read(key) {
-            // SAFETY: the artefact's HMAC, under a secret only this user can read, binds it
-            // to `key` — the SHA-256 of this engine's compatibility hash and of these exact
-            // component bytes — so it is what this host's compiler produced for them.
-            if let Ok(component) = unsafe { Component::deserialize(engine, &artefact) } {
-                return Ok((component, CacheOutcome::Hit));
-            }
+    if let (Some(cache), Some(key)) = (host.cache(), &key)
+        && let Some(artefact) = cache.read(key)
+    {
+        // SAFETY: the artefact's HMAC, under a secret only this user can read, binds it
+        // to `key` — the SHA-256 of this engine's compatibility hash and of these exact
+        // component bytes — so it is what this host's compiler produced for them.
+        if let Ok(component) = unsafe { Component::deserialize(engine, &artefact) } {
+            return Ok((component, CacheOutcome::Hit));
         }
     }
     let artefact = precompile(engine, bytes, host.limits().compile_timeout)?;

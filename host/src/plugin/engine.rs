@@ -335,10 +335,10 @@ impl PluginHost {
     /// Keeps the epoch ticking until the guard is dropped (around every guest call).
     pub(crate) fn busy(&self) -> Busy<'_> {
         let t = &self.0.ticker;
-        if t.active.fetch_add(1, Ordering::AcqRel) == 0 {
-            if let Some(thread) = t.thread.get() {
-                thread.unpark();
-            }
+        if t.active.fetch_add(1, Ordering::AcqRel) == 0
+            && let Some(thread) = t.thread.get()
+        {
+            thread.unpark();
         }
         Busy(t)
     }

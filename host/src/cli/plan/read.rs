@@ -24,7 +24,7 @@ async fn list(source: &Cluster, target: &Cluster) -> Result<Listing, String> {
 
 /// Decides every listed source topic with `flow`'s plugins and plans against the target.
 async fn decide(flow: &ResolvedFlow, listing: &Listing) -> Result<(Vec<TopicRow>, Routes), String> {
-    let plugins = FlowPlugins::for_flow(&flow);
+    let plugins = FlowPlugins::for_flow(flow);
     let internal = plugins.internal_topics().await.map_err(|e| e.to_string())?;
     let plugins = plugins.reserving(&internal);
     let topics: Vec<String> = listing.source.keys().cloned().collect();
@@ -109,7 +109,7 @@ async fn groups(
         .map(|g| g.name)
         .filter(|n| !n.starts_with(OWN_GROUP_PREFIX))
         .collect();
-    let plugins = FlowPlugins::for_flow(&flow);
+    let plugins = FlowPlugins::for_flow(flow);
     let total = listed.len();
     let accepted = plugins
         .accept_groups(listed)

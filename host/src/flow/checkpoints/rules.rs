@@ -88,9 +88,9 @@ pub fn checkpoint(
 /// when the partition ends (`target_end`) before the oldest target offset the syncs hold
 /// (the topic was recreated, and its first new sync was not read yet).
 pub fn syncs_match_target(target_end: Option<i64>, oldest_synced: Option<i64>) -> bool {
-    !target_end
+    target_end
         .zip(oldest_synced)
-        .is_some_and(|(end, oldest)| end < oldest)
+        .is_none_or(|(end, oldest)| end >= oldest)
 }
 
 /// Whether a checkpoint pass that starts `since_sync` after the last group sync's pass

@@ -387,14 +387,14 @@ impl Checkpointer {
     fn follow_epoch(&mut self, routes: &Routes, topic: &str, partition: i32, epoch: u64) {
         let key = (topic.to_string(), partition);
         let known = self.epochs.insert(key, epoch);
-        if known.is_some_and(|k| k != epoch) {
-            if let Some(route) = routes.get(topic) {
-                self.last
-                    .retain(|k, _| !(k.1 == route.target && k.2 == partition));
-                self.confirmed
-                    .retain(|k| !(k.1 == route.target && k.2 == partition));
-                tracing::info!(flow = %self.ctx.telemetry.flow, topic, partition, "offset syncs were reset; checkpoints start over");
-            }
+        if known.is_some_and(|k| k != epoch)
+            && let Some(route) = routes.get(topic)
+        {
+            self.last
+                .retain(|k, _| !(k.1 == route.target && k.2 == partition));
+            self.confirmed
+                .retain(|k| !(k.1 == route.target && k.2 == partition));
+            tracing::info!(flow = %self.ctx.telemetry.flow, topic, partition, "offset syncs were reset; checkpoints start over");
         }
     }
 

@@ -307,11 +307,11 @@ impl Ledger {
     /// The partition `key`, without stored progress, starts at `at` (its end): the
     /// position is stored with the next transaction even if no record comes.
     pub fn start_at(&mut self, key: u64, at: i64) {
-        if let Some(part) = self.parts.get_mut(&key) {
-            if part.stored.is_none() {
-                part.base = Some(at);
-                part.next = Some(at);
-            }
+        if let Some(part) = self.parts.get_mut(&key)
+            && part.stored.is_none()
+        {
+            part.base = Some(at);
+            part.next = Some(at);
         }
     }
 

@@ -201,12 +201,12 @@ fn shard_count<C: ConsumerContext>(
                 ))),
             }
         }
-        Some(t) => Err(what(&format!(
-            "{}",
-            t.error()
+        Some(t) => Err(what(
+            &t.error()
                 .map(|e| format!("{e:?}"))
                 .unwrap_or_else(|| "no partitions".into())
-        ))),
+                .to_string(),
+        )),
         None => Err(what(&"not in the metadata")),
     }
 }

@@ -740,12 +740,12 @@ impl Shard {
     }
 
     fn pause(&mut self, src: &Source, topic: &str, partition: i32) {
-        if self.paused.insert((topic.to_string(), partition)) {
-            if let Err(e) = src.pause(&tpl_of([(topic, partition)])) {
-                self.ctx
-                    .telemetry
-                    .note_error("pause a partition", "kafka", &e);
-            }
+        if self.paused.insert((topic.to_string(), partition))
+            && let Err(e) = src.pause(&tpl_of([(topic, partition)]))
+        {
+            self.ctx
+                .telemetry
+                .note_error("pause a partition", "kafka", &e);
         }
     }
 
@@ -825,12 +825,12 @@ impl Shard {
             Duration::from_secs(5),
         )
         .map_err(|e| self.consumer_error("seek a partition back", &e))?;
-        if self.paused.remove(&(r.source.clone(), r.partition)) {
-            if let Err(e) = src.resume(&tpl_of([(r.source.as_str(), r.partition)])) {
-                self.ctx
-                    .telemetry
-                    .note_error("resume a partition", "kafka", &e);
-            }
+        if self.paused.remove(&(r.source.clone(), r.partition))
+            && let Err(e) = src.resume(&tpl_of([(r.source.as_str(), r.partition)]))
+        {
+            self.ctx
+                .telemetry
+                .note_error("resume a partition", "kafka", &e);
         }
         self.rewound.push((r.source.clone(), r.partition));
         Ok(())

@@ -175,12 +175,12 @@ impl<K: Clone + Eq + Hash + Ord> OffsetSyncWriter<K> {
 
     fn queue(&mut self, key: &K, upstream: i64, downstream: i64, coalescible: bool) {
         let queue = self.queued.entry(key.clone()).or_default();
-        if let (true, Some(last)) = (coalescible, queue.back_mut()) {
-            if last.coalescible {
-                last.upstream = upstream;
-                last.downstream = downstream;
-                return;
-            }
+        if let (true, Some(last)) = (coalescible, queue.back_mut())
+            && last.coalescible
+        {
+            last.upstream = upstream;
+            last.downstream = downstream;
+            return;
         }
         let Some(state) = self.partitions.get_mut(key) else {
             return;

@@ -105,13 +105,12 @@ pub async fn run(ctx: OwnershipContext, shutdown: CancellationToken) {
                     let key = msg.key().and_then(|k| std::str::from_utf8(k).ok()).unwrap_or_default();
                     if let Some(instance) = key.strip_prefix(REPORT_PREFIX).filter(|_| msg.payload().is_none()) {
                         ownership.forget(instance);
-                    } else if key.starts_with(REPORT_PREFIX) {
-                        if let Ok(mut report) = serde_json::from_slice::<Report>(msg.payload().unwrap_or_default()) {
+                    } else if key.starts_with(REPORT_PREFIX)
+                        && let Ok(mut report) = serde_json::from_slice::<Report>(msg.payload().unwrap_or_default()) {
                             // Judged by when it arrived here: the instances' clocks need not agree.
                             report.at_ms = crate::flow::telemetry::now_ms();
                             ownership.report(report);
                         }
-                    }
                 }
                 Err(e) => telemetry.note_error("read ownership reports", "kafka", &e),
             },

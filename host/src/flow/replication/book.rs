@@ -229,10 +229,10 @@ impl Book {
     /// The group's stored position of the partition `topic`/`partition` when it was
     /// assigned: the first record handed out is checked against it (see [`truncation`]).
     pub fn expect(&mut self, topic: &str, partition: i32, stored: i64) {
-        if let Some(p) = self.table.get_by_name_mut(topic, partition) {
-            if p.progress.next().is_none() {
-                p.expect = Some(stored);
-            }
+        if let Some(p) = self.table.get_by_name_mut(topic, partition)
+            && p.progress.next().is_none()
+        {
+            p.expect = Some(stored);
         }
     }
 
@@ -244,11 +244,11 @@ impl Book {
     /// The partition `topic`/`partition`, just assigned, is read from `at` (its log start:
     /// the stored position lies outside the log).
     pub fn read_from(&mut self, topic: &str, partition: i32, at: i64) {
-        if let Some(p) = self.table.get_by_name_mut(topic, partition) {
-            if p.progress.next().is_none() {
-                self.effects
-                    .push(Effect::Seek(p.topic.clone(), p.partition, at));
-            }
+        if let Some(p) = self.table.get_by_name_mut(topic, partition)
+            && p.progress.next().is_none()
+        {
+            self.effects
+                .push(Effect::Seek(p.topic.clone(), p.partition, at));
         }
     }
 
@@ -256,13 +256,15 @@ impl Book {
     /// `at` (its end, under "latest"): committable from now on, though no record came yet;
     /// `seek`: the consumer is sent there.
     pub fn start_from(&mut self, topic: &str, partition: i32, at: i64, seek: bool) {
-        if let Some(p) = self.table.get_by_name_mut(topic, partition) {
-            if p.progress.next().is_none() && p.expect.is_none() && p.floor.is_none() {
-                p.progress.start_at(at);
-                if seek {
-                    self.effects
-                        .push(Effect::Seek(p.topic.clone(), p.partition, at));
-                }
+        if let Some(p) = self.table.get_by_name_mut(topic, partition)
+            && p.progress.next().is_none()
+            && p.expect.is_none()
+            && p.floor.is_none()
+        {
+            p.progress.start_at(at);
+            if seek {
+                self.effects
+                    .push(Effect::Seek(p.topic.clone(), p.partition, at));
             }
         }
     }
@@ -298,16 +300,17 @@ impl Book {
         let (flows, judged) = match self.table.get_by_name_mut(topic, partition) {
             None => return Offer::Declined,
             Some(p) => {
-                if let Some(floor) = p.floor.take() {
-                    if offset < floor && p.progress.in_flight() == 0 {
-                        // Mirrored by this instance before the assignment was lost: skip
-                        // forward to where it had got.
-                        p.progress.start_at(floor);
-                        p.skip_below = Some(floor);
-                        self.effects
-                            .push(Effect::Seek(p.topic.clone(), p.partition, floor));
-                        return Offer::Declined;
-                    }
+                if let Some(floor) = p.floor.take()
+                    && offset < floor
+                    && p.progress.in_flight() == 0
+                {
+                    // Mirrored by this instance before the assignment was lost: skip
+                    // forward to where it had got.
+                    p.progress.start_at(floor);
+                    p.skip_below = Some(floor);
+                    self.effects
+                        .push(Effect::Seek(p.topic.clone(), p.partition, floor));
+                    return Offer::Declined;
                 }
                 if let Some(n) = p.progress.next().filter(|n| offset < *n) {
                     if p.awaiting.is_some_and(|a| offset > a)
@@ -389,10 +392,10 @@ impl Book {
                 (p.key, judged)
             }
         };
-        if let Some((t, low)) = judged {
-            if let Some(offer) = self.truncated(flows, offset, t, low, now) {
-                return offer;
-            }
+        if let Some((t, low)) = judged
+            && let Some(offer) = self.truncated(flows, offset, t, low, now)
+        {
+            return offer;
         }
         if let Some(p) = self.table.get_mut(flows) {
             match p.awaiting {
@@ -644,18 +647,18 @@ impl Book {
                 return Some(Offer::Declined);
             }
         }
-        if let Truncation::WentBack { .. } = t {
-            if let Some(low) = low.filter(|l| self.settings.start_latest && *l < offset) {
-                // librdkafka answered the stored position, past the new log, with its
-                // end: the new log is read from its start, the records in hand after
-                // this one not taken until then.
-                let (topic, partition) = (p.topic.clone(), p.partition);
-                self.decline(key, low);
-                if let Some(p) = self.table.get_by_name_mut(&topic, partition) {
-                    p.awaiting = Some(offset);
-                }
-                return Some(Offer::Declined);
+        if let Truncation::WentBack { .. } = t
+            && let Some(low) = low.filter(|l| self.settings.start_latest && *l < offset)
+        {
+            // librdkafka answered the stored position, past the new log, with its
+            // end: the new log is read from its start, the records in hand after
+            // this one not taken until then.
+            let (topic, partition) = (p.topic.clone(), p.partition);
+            self.decline(key, low);
+            if let Some(p) = self.table.get_by_name_mut(&topic, partition) {
+                p.awaiting = Some(offset);
             }
+            return Some(Offer::Declined);
         }
         None
     }
@@ -679,11 +682,11 @@ impl Book {
             to: offset,
         };
         let from = low.filter(|l| *l < offset).unwrap_or(offset);
-        if self.settings.on_source_truncation == OnSourceTruncation::Continue {
-            if let Some(p) = self.table.get_mut(key) {
-                p.progress.restart(from);
-                p.lost = None;
-            }
+        if self.settings.on_source_truncation == OnSourceTruncation::Continue
+            && let Some(p) = self.table.get_mut(key)
+        {
+            p.progress.restart(from);
+            p.lost = None;
         }
         if let Some(offer) = self.truncated(key, offset, t, None, now) {
             return offer; // paused there
@@ -865,10 +868,10 @@ impl Book {
     /// commit (after a rebalance: what a stale generation refused, the current one stores).
     pub fn recommit_unstored(&mut self) {
         for p in self.table.iter_mut() {
-            if p.progress.unstored() {
-                if let Some(c) = p.progress.committed() {
-                    p.progress.commit_failed(c);
-                }
+            if p.progress.unstored()
+                && let Some(c) = p.progress.committed()
+            {
+                p.progress.commit_failed(c);
             }
         }
     }
@@ -920,16 +923,14 @@ impl Book {
         if switch {
             let had = p.target.is_some();
             p.target = p.route.clone();
-            if had {
-                if let Some(new) = self.table.rekey(key) {
-                    self.effects.push(Effect::Retired(key));
-                    self.effects.push(Effect::Started {
-                        key: new,
-                        topic: topic.clone(),
-                        partition,
-                        generation,
-                    });
-                }
+            if had && let Some(new) = self.table.rekey(key) {
+                self.effects.push(Effect::Retired(key));
+                self.effects.push(Effect::Started {
+                    key: new,
+                    topic: topic.clone(),
+                    partition,
+                    generation,
+                });
             }
         }
         if let Some(at) = rewind {

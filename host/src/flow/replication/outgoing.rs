@@ -36,10 +36,10 @@ pub fn outgoing<'a>(
             if let Some(v) = msg.payload() {
                 record = record.payload(v);
             }
-            if let Some(h) = msg.headers() {
-                if h.count() > 0 {
-                    record = record.headers(h.detach());
-                }
+            if let Some(h) = msg.headers()
+                && h.count() > 0
+            {
+                record = record.headers(h.detach());
             }
             msg.payload_len() + msg.key().map_or(0, <[u8]>::len)
         }

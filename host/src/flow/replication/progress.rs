@@ -312,7 +312,7 @@ mod tests {
                 match op {
                     0 => { p.sent(rec(next)); next += 1; }
                     1 => { p.skipped(next); done.insert(next); next += 1; }
-                    2 => if let Some(r) = p.delivered() { if p.counts(r.upstream) { done.insert(r.upstream); } },
+                    2 => if let Some(r) = p.delivered() && p.counts(r.upstream) { done.insert(r.upstream); },
                     _ => if let Some(r) = p.delivered() { p.block(r.upstream); failed_unskipped.insert(r.upstream); },
                 }
                 if let Some(c) = p.committable() {

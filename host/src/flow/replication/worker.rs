@@ -448,10 +448,10 @@ pub fn run(mut ctx: WorkerContext) -> Result<(), ReplicateError> {
         }
         if now >= next_tick {
             c.tick(&consumer, now);
-            if committer.idle() {
-                if let Some(tpl) = c.take_commits() {
-                    committer.commit(tpl);
-                }
+            if committer.idle()
+                && let Some(tpl) = c.take_commits()
+            {
+                committer.commit(tpl);
             }
             next_tick = now + flush;
             ctx.telemetry.tick(ctx.loop_name(), flush);

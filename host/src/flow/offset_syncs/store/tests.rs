@@ -226,7 +226,7 @@ fn simulate(sc: &Scenario) -> Mirrored {
     let deliver = |w: &mut OffsetSyncWriter<(String, i32)>, m: &mut Mirrored, taken: &mut usize| {
         for s in w.take_pending(usize::MAX) {
             *taken += 1;
-            if sc.lose_every == 0 || *taken % sc.lose_every != 0 {
+            if sc.lose_every == 0 || !(*taken).is_multiple_of(sc.lose_every) {
                 m.syncs.push((sync(s.upstream, s.downstream), s.marker));
             }
         }
@@ -243,15 +243,16 @@ fn simulate(sc: &Scenario) -> Mirrored {
             writer.promote_delayed();
             deliver(&mut writer, &mut m, &mut taken);
         }
-        if let Some((at, back)) = sc.restart_at {
-            if i == at && !restarted {
-                // A crash: undelivered syncs are lost; the new process resumes from an
-                // earlier stored position and re-mirrors (duplicates downstream).
-                restarted = true;
-                writer = OffsetSyncWriter::new(sc.lag_max, 2);
-                i = i.saturating_sub(back % (i + 1));
-                continue;
-            }
+        if let Some((at, back)) = sc.restart_at
+            && i == at
+            && !restarted
+        {
+            // A crash: undelivered syncs are lost; the new process resumes from an
+            // earlier stored position and re-mirrors (duplicates downstream).
+            restarted = true;
+            writer = OffsetSyncWriter::new(sc.lag_max, 2);
+            i = i.saturating_sub(back % (i + 1));
+            continue;
         }
         i += 1;
     }

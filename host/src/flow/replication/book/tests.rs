@@ -238,10 +238,10 @@ impl Sim {
             2 => Err(Refusal::Transient("unknown partition".into())),
             _ => Ok(0),
         };
-        if let Some(ack) = self.book.delivered(key, result, self.now) {
-            if ack.counts {
-                self.done.insert((tp, up));
-            }
+        if let Some(ack) = self.book.delivered(key, result, self.now)
+            && ack.counts
+        {
+            self.done.insert((tp, up));
         }
         self.apply_effects();
         if self.book.take_fatal().is_some() {
@@ -352,10 +352,10 @@ impl Sim {
 
     fn deliver_from(&mut self, target: &(String, i32)) {
         if let Some((key, tp, up)) = self.producer.get_mut(target).and_then(|q| q.pop_front()) {
-            if let Some(ack) = self.book.delivered(key, Ok(0), self.now) {
-                if ack.counts {
-                    self.done.insert((tp, up));
-                }
+            if let Some(ack) = self.book.delivered(key, Ok(0), self.now)
+                && ack.counts
+            {
+                self.done.insert((tp, up));
             }
             self.apply_effects();
         }
