@@ -32,6 +32,6 @@ if [ $# -eq 0 ]; then
     # Three kills under load on Tansu, not ten: each restart waits on its group joins
     # (docs/testing.md).
     KMIRROR_TEST_BROKER=tansu KMIRROR_EOS_KILLS=3 \
-        cargo nextest run -p kmirror -E "$(cat tests/tansu-subset)"
+        cargo nextest run --profile tansu -p kmirror -E "$(cat tests/tansu-subset)"
     cargo test --workspace --doc
 fi
