@@ -193,6 +193,14 @@ fn render_flow(out: &mut String, flow: &Value, now_ms: i64) {
             one_line(problem.as_str().unwrap_or("?"))
         );
     }
+    for (topic, f) in flow["failed_over"].as_object().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "  failed over {}: {topic} -> {} (no longer mirrored)",
+            ago(&f["at_ms"], now_ms),
+            f["target"].as_str().unwrap_or("?")
+        );
+    }
     for (alias, u) in flow["unreachable"].as_object().into_iter().flatten() {
         let _ = writeln!(
             out,

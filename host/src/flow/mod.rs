@@ -9,6 +9,8 @@
 //!   (`MirrorCheckpointTask`).
 //! - [`group_sync`]: writing translated offsets to idle target groups; also `offsets failover`.
 //! - [`heartbeats`]: heartbeat records (`MirrorHeartbeatTask`).
+//! - [`cutover`]: what `kmirror failover` records (topics failed over stop being mirrored)
+//!   and whether a group is ready to fail over.
 //! - [`acls`]: topic ACLs synced to the target (`MirrorSourceConnector.syncTopicAcls`).
 //! - [`leadership`]: which instance does the singleton duties, elected through a control
 //!   consumer group; [`duties`]: those duties, started and stopped with leadership;
@@ -23,6 +25,7 @@
 
 pub mod acls;
 pub mod checkpoints;
+pub mod cutover;
 pub mod discovery;
 pub mod duties;
 pub mod exactly_once;

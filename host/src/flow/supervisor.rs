@@ -12,8 +12,8 @@ use super::replication::ReplicatorSettings;
 use super::tasks::Tasks;
 use super::telemetry::{Counter, FlowTelemetry};
 use super::{
-    CHECKPOINTS_SINGLE, FlowError, Routes, SYNCS_SINGLE, discovery, exactly_once, ownership,
-    progress_group, replication, retry, single, takeover,
+    CHECKPOINTS_SINGLE, FlowError, Routes, SYNCS_SINGLE, cutover, discovery, exactly_once,
+    ownership, progress_group, replication, retry, single, takeover,
 };
 use crate::config::{ResolvedFlow, SyncsLocation};
 use crate::kafka::Cluster;
@@ -72,13 +72,23 @@ pub async fn run(
         Some(shape) => shape.map_err(misshapen)?,
     }
     // The checkpoints topic is created by the leader; one of the wrong shape is refused by
-    // every instance at its start.
+    // every instance at its start. The failover control topic is created by every instance
+    // (`kmirror failover` writes it; discovery reads it before its first pass).
+    let control = cutover::control_topic(src);
     let checked = retry("check the checkpoints topic", &telemetry, &shutdown, || {
         target.check_internal_topic(&topics.checkpoints, Some(CHECKPOINTS_SINGLE))
     });
-    match checked.await {
-        None => return Ok(()),
-        Some(shape) => shape.map_err(misshapen)?,
+    let created = retry(
+        "create the failover control topic",
+        &telemetry,
+        &shutdown,
+        || target.ensure_internal_topic(&control, rf, Some(cutover::control::CONTROL_SINGLE)),
+    );
+    for shape in <[_; 2]>::from(tokio::join!(checked, created)) {
+        match shape {
+            None => return Ok(()),
+            Some(shape) => shape.map_err(misshapen)?,
+        }
     }
 
     if flow.settings.take_over_from_mm2 {
@@ -359,6 +369,17 @@ pub async fn run(
         "elected duties",
         duties::run(duties, leader.clone(), stop.clone()),
     );
+    let (failed_over_tx, failed_over) = watch::channel(None);
+    tasks.spawn(
+        "failover control",
+        cutover::control::run(
+            target.clone(),
+            control,
+            telemetry.clone(),
+            failed_over_tx,
+            stop.clone(),
+        ),
+    );
     let ctx = DiscoveryContext {
         clusters: Live { source, target },
         plugins,
@@ -369,6 +390,7 @@ pub async fn run(
         policy_name: flow.slots.replication_policy.to_string(),
         leader,
         claims,
+        failed_over,
     };
     tasks.spawn(
         "discovery",

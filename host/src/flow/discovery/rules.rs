@@ -295,6 +295,28 @@ pub fn degrades(problem: &Problem) -> bool {
     )
 }
 
+/// Whether `problem` is about source topics `withheld` says are left out (failed over) or
+/// their target topics `targets` only: it is then not reported.
+pub fn concerns(
+    problem: &Problem,
+    withheld: &dyn Fn(&str) -> bool,
+    targets: &BTreeSet<String>,
+) -> bool {
+    match problem {
+        Problem::RefusedName { source, .. }
+        | Problem::Undecided { source, .. }
+        | Problem::SourceVanished { source, .. }
+        | Problem::SourceShrank { source, .. }
+        | Problem::CreateFailed { source, .. }
+        | Problem::ConfigsUnreadable { source, .. }
+        | Problem::OtherFlow { source, .. } => withheld(source),
+        Problem::Collision { sources, .. } => sources.iter().all(|s| withheld(s)),
+        Problem::TargetLarger { target, .. }
+        | Problem::GrowFailed { target, .. }
+        | Problem::ConfigSyncFailed { target, .. } => targets.contains(target),
+    }
+}
+
 /// What a discovery pass decided.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {

@@ -14,6 +14,7 @@ use super::claims::TargetClaims;
 use super::clusters::Clusters;
 use super::rules::{self, Action, Decision, Plan, Problem, SkipReason, Snapshot};
 use crate::flow::Routes;
+use crate::flow::cutover::control::{FailedOver, TopicFailedOver};
 use crate::flow::plugins::FlowPlugins;
 use crate::flow::telemetry::{Counter, FlowTelemetry};
 use crate::kafka::{Creation, KafkaError, TopicSpec};
@@ -45,6 +46,9 @@ pub struct DiscoveryContext<C> {
     pub leader: watch::Receiver<bool>,
     /// The target topics the daemon's flows mirror into.
     pub claims: TargetClaims,
+    /// The source topics failed over (never mirrored), from the failover control topic;
+    /// `None` until it was read to its end: no pass publishes before.
+    pub failed_over: watch::Receiver<FailedOver>,
 }
 
 /// Runs discovery until `shutdown`, publishing every change of the routes on `routes`.
@@ -55,6 +59,7 @@ pub async fn run<C: Clusters>(
 ) {
     let interval = ctx.interval;
     let mut leader = ctx.leader.clone();
+    let mut failed_over = ctx.failed_over.clone();
     let mut discovery = Discovery::new(ctx);
     loop {
         let led = *leader.borrow_and_update();
@@ -74,6 +79,9 @@ pub async fn run<C: Clusters>(
             // A new leader creates what followers could not route at once, not an interval
             // later (at a first start this is most of the wait for the first record).
             Ok(()) = leader.wait_for(|leads| *leads).map(|r| r.map(drop)), if !led => {}
+            // A failover stops its topics now, not an interval later; the control topic
+            // read for the first time lets a held first pass run at once.
+            Ok(()) = failed_over.changed() => {}
         }
     }
 }
@@ -122,6 +130,8 @@ pub struct Discovery<C> {
     /// Target topics this loop created or grew, with their partitions then, until a listing
     /// shows them so (see [`UNLISTED_TRUSTED`]).
     made: BTreeMap<String, (i32, Instant)>,
+    /// The source topics failed over that the last pass left out.
+    withheld: Arc<BTreeMap<String, TopicFailedOver>>,
 }
 
 impl<C: Clusters> Discovery<C> {
@@ -140,6 +150,7 @@ impl<C: Clusters> Discovery<C> {
             topic_ids: BTreeMap::new(),
             ids_asked: None,
             made: BTreeMap::new(),
+            withheld: Arc::default(),
         }
     }
 
@@ -149,6 +160,12 @@ impl<C: Clusters> Discovery<C> {
     pub async fn pass(&mut self, routes: &watch::Sender<Routes>) -> bool {
         let telemetry = self.ctx.telemetry.clone();
         let generation = self.ctx.plugins.generation();
+        let Some(failed_over) = self.failed_over().await else {
+            return false;
+        };
+        // Stopped at once, whatever the listing below does (a pass that cannot list keeps
+        // the last routes).
+        self.stop_failed_over(&failed_over, routes);
         let began = Instant::now();
         let (source, target) = tokio::join!(
             self.ctx.clusters.source_topics(),
@@ -173,6 +190,7 @@ impl<C: Clusters> Discovery<C> {
         let listed = began.elapsed();
         self.decide_new(&source).await;
         let mut plan = rules::plan(&source, &target, &self.decisions, &self.mirrored);
+        self.withhold(&mut plan, failed_over);
         self.refuse_claimed(&mut plan);
         let leader = *self.ctx.leader.borrow();
         if !leader {
@@ -313,6 +331,77 @@ impl<C: Clusters> Discovery<C> {
                 self.decisions.extend(decided.decisions);
             }
             Err(e) => telemetry.note_error("topic filter / replication policy", e.kind(), &e),
+        }
+    }
+
+    /// The source topics failed over, once the control topic was read to its end (waited
+    /// for a little at a first pass); `None`: not read yet (the reader reports why), so the
+    /// pass publishes nothing.
+    async fn failed_over(&mut self) -> Option<Arc<BTreeMap<String, TopicFailedOver>>> {
+        let wait = self.ctx.interval.min(Duration::from_secs(5));
+        let read = tokio::time::timeout(wait, self.ctx.failed_over.wait_for(Option::is_some));
+        match read.await {
+            Ok(Ok(f)) => f.clone(),
+            // The reader stopped (the flow stops) or has not read it yet.
+            _ => {
+                tracing::debug!(flow = %self.ctx.telemetry.flow, "the failover control topic is not read yet; the pass waits");
+                None
+            }
+        }
+    }
+
+    /// Removes the topics failed over from the routes published last, and publishes them
+    /// if that changed them.
+    fn stop_failed_over(
+        &mut self,
+        failed_over: &BTreeMap<String, TopicFailedOver>,
+        routes: &watch::Sender<Routes>,
+    ) {
+        if !self.mirrored.keys().any(|t| failed_over.contains_key(t)) {
+            return;
+        }
+        let _publishing = self.ctx.plugins.publishing();
+        let stopped: Vec<&str> = self
+            .mirrored
+            .keys()
+            .filter(|t| failed_over.contains_key(*t))
+            .map(String::as_str)
+            .collect();
+        tracing::info!(flow = %self.ctx.telemetry.flow, topics = %stopped.join(", "), "topics failed over: no longer mirrored");
+        self.mirrored.retain(|t, _| !failed_over.contains_key(t));
+        let mirror = self.mirrored.clone();
+        self.ctx
+            .telemetry
+            .update(|s| s.mirrored.retain(|t, _| !failed_over.contains_key(t)));
+        routes.send_replace(mirror);
+    }
+
+    /// Leaves out every topic failed over (the failover wrote it to the control topic):
+    /// not mirrored, its target topic neither created nor grown, and no problem reported
+    /// about it (its name is no longer claimed either).
+    fn withhold(&mut self, plan: &mut Plan, failed_over: Arc<BTreeMap<String, TopicFailedOver>>) {
+        if !failed_over.is_empty() {
+            let targets: BTreeSet<String> = plan
+                .mirror
+                .iter()
+                .filter(|(s, _)| failed_over.contains_key(*s))
+                .map(|(_, r)| r.target.clone())
+                .chain(failed_over.values().map(|f| f.target_topic.clone()))
+                .collect();
+            plan.mirror
+                .retain(|source, _| !failed_over.contains_key(source));
+            plan.actions.retain(|a| match a {
+                Action::CreateTopic { source, .. } | Action::AddPartitions { source, .. } => {
+                    !failed_over.contains_key(source)
+                }
+            });
+            plan.problems
+                .retain(|p| !rules::concerns(p, &|t| failed_over.contains_key(t), &targets));
+        }
+        if failed_over != self.withheld {
+            let names: Vec<&str> = failed_over.keys().map(String::as_str).collect();
+            tracing::info!(flow = %self.ctx.telemetry.flow, topics = %names.join(", "), "the topics failed over (not mirrored) changed");
+            self.withheld = failed_over;
         }
     }
 
@@ -616,6 +705,17 @@ impl<C: Clusters> Discovery<C> {
                 .collect();
             s.problems = problems;
             s.discovery_failures = failing;
+            s.failed_over = self
+                .withheld
+                .iter()
+                .map(|(t, f)| {
+                    let shown = crate::flow::telemetry::FailedOverStatus {
+                        target: f.target_topic.clone(),
+                        at_ms: f.at_ms,
+                    };
+                    (t.clone(), shown)
+                })
+                .collect();
             s.last_discovery_ms = Some(crate::flow::telemetry::now_ms());
         });
         if plan.mirror != self.mirrored {

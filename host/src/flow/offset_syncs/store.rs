@@ -238,25 +238,34 @@ impl PartitionSyncs {
     }
 
     fn translate(&self, g: i64) -> Option<i64> {
+        self.translate_counted(g).map(|(offset, _)| offset)
+    }
+
+    /// The translation of `g` and how many records a consumer moved there reads again:
+    /// `Some(0)` when exact (a sync names `g`, it lies in a run or in the gap after one, or
+    /// right after the newest sync), `None` when unknown (MM2's older slots).
+    fn translate_counted(&self, g: i64) -> Option<(i64, Option<i64>)> {
         let idx = self.dense.partition_point(|e| e.up <= g);
         if idx == 0 {
             // Older than every retained sync: MM2's slots may still hold one.
-            return self.mm2.translate(g);
+            return self.mm2.translate(g).map(|o| (o, None));
         }
         let a = &self.dense[idx - 1];
         if a.up == g {
-            return Some(a.down);
+            return Some((a.down, Some(0)));
         }
         match self.dense.get(idx) {
             Some(b) if consecutive(a, b) => {
                 let run = b.down - a.down;
                 if g - a.up < run {
-                    Some(a.down + (g - a.up))
+                    Some((a.down + (g - a.up), Some(0)))
                 } else {
-                    Some(b.down)
+                    Some((b.down, Some(0)))
                 }
             }
-            _ => Some(a.down + 1),
+            // Past the newest sync, or a sync missing before the next: right after `a`'s
+            // record, re-reading the ones between it and `g`.
+            _ => Some((a.down + 1, Some(g - a.up - 1))),
         }
     }
 }
@@ -387,6 +396,19 @@ impl OffsetSyncStore {
     pub fn newest_upstream(&self, topic: &str, partition: i32) -> Option<i64> {
         let p = self.partitions.get(&(topic.to_string(), partition))?;
         p.dense.back().map(|e| e.up)
+    }
+
+    /// [`Self::translate`] with how many records before `g` a consumer moved there reads
+    /// again: `Some(0)` when the translation is exact, `None` when unknown.
+    pub fn translate_rereads(
+        &self,
+        topic: &str,
+        partition: i32,
+        g: i64,
+    ) -> Option<(i64, Option<i64>)> {
+        self.partitions
+            .get(&(topic.to_string(), partition))?
+            .translate_counted(g)
     }
 
     /// [`Self::translate`] with the epoch of the syncs used.

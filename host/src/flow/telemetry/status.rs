@@ -193,9 +193,20 @@ pub struct FlowStatus {
     /// Source topic -> its last recreation seen (deleted and created again under its name
     /// while mirrored; on the leader).
     pub source_recreated: BTreeMap<String, SourceRecreated>,
+    /// Source topic -> its failover (`kmirror failover` stopped mirroring it).
+    pub failed_over: BTreeMap<String, FailedOverStatus>,
     /// Liveness: each loop's last turn and how often it turns.
     #[serde(skip)]
     pub loops: BTreeMap<&'static str, (Instant, Duration)>,
+}
+
+/// A source topic `kmirror failover` stopped mirroring.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FailedOverStatus {
+    /// Its name on the target.
+    pub target: String,
+    /// When it was failed over.
+    pub at_ms: Millis,
 }
 
 /// Records one source partition lost before they were mirrored.

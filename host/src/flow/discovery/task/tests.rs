@@ -37,6 +37,8 @@ struct Fake {
     grown: Mutex<Vec<(String, i32)>>,
     /// What exists on the target whatever its listing says: topic -> partitions.
     exists: Mutex<Snapshot>,
+    /// Listing the source fails.
+    fail_list: Mutex<bool>,
 }
 
 fn error(message: &str) -> KafkaError {
@@ -55,6 +57,9 @@ impl Clusters for Arc<Fake> {
         "backup"
     }
     async fn source_topics(&self) -> Result<Snapshot, KafkaError> {
+        if *self.fail_list.lock().unwrap() {
+            return Err(error("ListTopics: timed out"));
+        }
         Ok(self.source.lock().unwrap().clone())
     }
     async fn target_topics(&self) -> Result<Snapshot, KafkaError> {
@@ -179,6 +184,12 @@ struct Harness {
     routes: watch::Sender<Routes>,
     plugins: FlowPlugins,
     _leader: watch::Sender<bool>,
+    failed_over: watch::Sender<FailedOver>,
+}
+
+/// A control topic read to its end, naming no topic.
+fn none_failed_over() -> watch::Receiver<FailedOver> {
+    watch::channel(Some(Arc::default())).1
 }
 
 /// An instance elected while discovery waits for its next pass creates the target topics
@@ -204,6 +215,7 @@ async fn a_new_leader_runs_a_pass_at_once() {
         policy_name: "default-policy".into(),
         leader,
         claims: TargetClaims::default(),
+        failed_over: none_failed_over(),
     };
     let telemetry = ctx.telemetry.clone();
     let (routes, _) = watch::channel(Routes::new());
@@ -244,6 +256,7 @@ fn harness(source: &[(&str, i32)], claims: TargetClaims, flow: &str) -> Harness 
         SyncsLocation::Source,
     );
     let (leader_tx, leader) = watch::channel(true);
+    let (failed_over_tx, failed_over) = watch::channel(Some(Arc::default()));
     let ctx = DiscoveryContext {
         clusters: fake.clone(),
         plugins: plugins.clone(),
@@ -254,6 +267,7 @@ fn harness(source: &[(&str, i32)], claims: TargetClaims, flow: &str) -> Harness 
         policy_name: "default-policy".into(),
         leader,
         claims,
+        failed_over,
     };
     let (routes, _) = watch::channel(Routes::new());
     Harness {
@@ -262,6 +276,7 @@ fn harness(source: &[(&str, i32)], claims: TargetClaims, flow: &str) -> Harness 
         routes,
         plugins,
         _leader: leader_tx,
+        failed_over: failed_over_tx,
     }
 }
 
@@ -652,4 +667,99 @@ async fn what_was_created_or_grown_is_not_asked_for_again_while_the_listing_lags
     assert_eq!(h.fake.created.lock().unwrap().len(), 1);
     assert_eq!(h.fake.grown.lock().unwrap().len(), 1);
     assert!(h.discovery.made.is_empty(), "forgotten once listed");
+}
+
+/// A topic failed over (the control topic names it) stops being mirrored, one never
+/// mirrored is not created, and `/status` names them; the control topic not read yet holds
+/// every pass; an entry removed (a failback) mirrors its topic again.
+#[tokio::test]
+async fn a_topic_failed_over_is_not_mirrored_until_its_entry_goes() {
+    let mut h = harness(
+        &[("orders", 2), ("payments", 1)],
+        TargetClaims::default(),
+        "primary->backup",
+    );
+    let entry = |target: &str| TopicFailedOver {
+        target_topic: target.into(),
+        at_ms: 7,
+        unmirrored: BTreeMap::new(),
+    };
+    h.failed_over.send_replace(None);
+    assert!(
+        !h.pass().await,
+        "nothing published before the control topic is read"
+    );
+    assert!(h.fake.created.lock().unwrap().is_empty());
+    h.failed_over.send_replace(Some(Arc::default()));
+    assert!(h.pass().await);
+    assert_eq!(h.routes().len(), 2);
+
+    // orders failed over while mirrored; refunds (new, never mirrored) failed over too.
+    h.fake.source.lock().unwrap().insert("refunds".into(), 1);
+    let stopped: BTreeMap<String, TopicFailedOver> = [
+        ("orders".to_string(), entry("primary.orders")),
+        ("refunds".to_string(), entry("primary.refunds")),
+    ]
+    .into();
+    h.failed_over.send_replace(Some(Arc::new(stopped)));
+    let created_before = h.fake.created.lock().unwrap().len();
+    assert!(h.pass().await);
+    assert_eq!(
+        h.routes().keys().collect::<Vec<_>>(),
+        ["payments"],
+        "only the topic not failed over"
+    );
+    assert_eq!(
+        h.fake.created.lock().unwrap().len(),
+        created_before,
+        "refunds not created"
+    );
+    let status = h.discovery.ctx.telemetry.status();
+    let shown = status
+        .failed_over
+        .get("orders")
+        .expect("orders in failed_over");
+    assert_eq!((shown.target.as_str(), shown.at_ms), ("primary.orders", 7));
+    assert!(
+        status.failed_over.contains_key("refunds"),
+        "{:?}",
+        status.failed_over
+    );
+    assert!(!status.mirrored.contains_key("orders"));
+    assert_eq!(h.health().state, "ok", "a failover is not a problem");
+
+    // The entries removed: mirrored (and created) again.
+    h.failed_over.send_replace(Some(Arc::default()));
+    assert!(h.pass().await);
+    assert_eq!(h.routes().len(), 3, "{:?}", h.routes());
+    assert!(
+        h.fake
+            .created
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|s| s.name == "primary.refunds")
+    );
+    assert!(h.discovery.ctx.telemetry.status().failed_over.is_empty());
+}
+
+/// The stop does not wait for a listing: the routes published last lose the topic at once.
+#[tokio::test]
+async fn a_failover_stops_its_topic_even_when_the_pass_cannot_list() {
+    let mut h = harness(&[("orders", 1)], TargetClaims::default(), "primary->backup");
+    assert!(h.pass().await);
+    assert!(h.routes().contains_key("orders"));
+    *h.fake.fail_list.lock().unwrap() = true;
+    let stopped: BTreeMap<String, TopicFailedOver> = [(
+        "orders".to_string(),
+        TopicFailedOver {
+            target_topic: "primary.orders".into(),
+            at_ms: 1,
+            unmirrored: BTreeMap::new(),
+        },
+    )]
+    .into();
+    h.failed_over.send_replace(Some(Arc::new(stopped)));
+    assert!(!h.pass().await, "the listing failed");
+    assert!(h.routes().is_empty(), "{:?}", h.routes());
 }
