@@ -1,6 +1,8 @@
 //! The `kmirror` command line: argument parsing and dispatch. Each subcommand returns the
 //! process exit code.
 
+mod cutover;
+mod cutover_read;
 mod daemon;
 mod failover;
 mod import_mm2;
@@ -76,6 +78,13 @@ pub enum Command {
     /// (its offset syncs) and compare key, value, headers, timestamp and order. Exit 0 when
     /// nothing differs, 1 when something does, 2 when the check cannot run.
     Verify(verify::VerifyArgs),
+    /// Fail a flow's topics and consumer groups over to the target, as one resumable
+    /// command: a readiness report per group, a wait until the topics are mirrored to the
+    /// source's end (or --now), the topics stopped in the running daemon, and every group's
+    /// translated offsets committed on the target. --dry-run reports only (exit 1 when a
+    /// group is not ready). Exit 0 when everything chosen failed over, 1 when something did
+    /// not (run it again to go on), 2 when it cannot run.
+    Failover(cutover::FailoverArgs),
     /// Internal: compiles the component on stdin to stdout (kmirror's compiler process).
     #[command(name = "__compile-plugin", hide = true)]
     CompilePlugin,
@@ -122,6 +131,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Plan(args) => plan::run(args, &cache),
         Command::Status(args) => status::run(args),
         Command::Verify(args) => verify::run(args, &cache),
+        Command::Failover(args) => cutover::run(args, &cache),
         Command::ImportMm2Config(args) => import_mm2_config::run(&args),
         Command::CompilePlugin => crate::plugin::compile::compile_stdin_to_stdout(),
     }

@@ -10,7 +10,7 @@ use crate::config::{self, SyncsLocation};
 use crate::flow::discovery::rules;
 use crate::flow::offset_syncs::store::OffsetSyncStore;
 use crate::flow::offset_syncs::{MARKER_HEADER, SyncMarker};
-use crate::flow::plugins::FlowPlugins;
+use crate::flow::plugins::{FlowPlugins, InternalTopics};
 use crate::flow::verify::{PartitionReport, Seen, compare};
 use crate::flow::{OWN_GROUP_PREFIX, Routes};
 use crate::formats::OffsetSync;
@@ -114,19 +114,7 @@ pub fn run(args: VerifyArgs, cache: &CacheChoice) -> ExitCode {
 async fn verify(flow: &config::ResolvedFlow, args: &VerifyArgs) -> Result<Vec<Row>, String> {
     let source = Cluster::new(&flow.source).map_err(|e| e.to_string())?;
     let target = Cluster::new(&flow.target).map_err(|e| e.to_string())?;
-    let plugins = FlowPlugins::for_flow(flow);
-    let internal = plugins.internal_topics().await.map_err(|e| e.to_string())?;
-    let plugins = plugins.reserving(&internal);
-    let (listed, on_target) = tokio::join!(source.topics(), target.topics());
-    let listed = listed.map_err(|e| e.to_string())?;
-    let on_target = on_target.map_err(|e| e.to_string())?;
-    let names: Vec<String> = listed.keys().cloned().collect();
-    let decided = plugins
-        .batch(&names, rules::decide_with)
-        .await
-        .map_err(|e| format!("deciding the source topics: {e}"))?;
-    let mut routes: Routes =
-        rules::plan(&listed, &on_target, &decided.decisions, &Routes::new()).mirror;
+    let (mut routes, internal) = mirrored(flow, &source, &target).await?;
     if !args.topics.is_empty() {
         for t in &args.topics {
             if !routes.contains_key(t) {
@@ -135,11 +123,11 @@ async fn verify(flow: &config::ResolvedFlow, args: &VerifyArgs) -> Result<Vec<Ro
         }
         routes.retain(|t, _| args.topics.contains(t));
     }
-    let syncs_on = match flow.settings.offset_syncs_topic_location {
-        SyncsLocation::Source => &source,
-        SyncsLocation::Target => &target,
-    };
-    let store = read_syncs(syncs_on, &internal.offset_syncs).await?;
+    let store = read_syncs(
+        syncs_cluster(flow, &source, &target),
+        &internal.offset_syncs,
+    )
+    .await?;
     let reader = source
         .consumer(&format!("{OWN_GROUP_PREFIX}verify"), READER)
         .map_err(|e| e.to_string())?;
@@ -182,8 +170,42 @@ async fn verify(flow: &config::ResolvedFlow, args: &VerifyArgs) -> Result<Vec<Ro
     Ok(rows)
 }
 
+/// What the flow mirrors (every source topic its plugins route, as discovery decides),
+/// and its internal topics.
+pub(super) async fn mirrored(
+    flow: &config::ResolvedFlow,
+    source: &Cluster,
+    target: &Cluster,
+) -> Result<(Routes, InternalTopics), String> {
+    let plugins = FlowPlugins::for_flow(flow);
+    let internal = plugins.internal_topics().await.map_err(|e| e.to_string())?;
+    let plugins = plugins.reserving(&internal);
+    let (listed, on_target) = tokio::join!(source.topics(), target.topics());
+    let listed = listed.map_err(|e| e.to_string())?;
+    let on_target = on_target.map_err(|e| e.to_string())?;
+    let names: Vec<String> = listed.keys().cloned().collect();
+    let decided = plugins
+        .batch(&names, rules::decide_with)
+        .await
+        .map_err(|e| format!("deciding the source topics: {e}"))?;
+    let routes = rules::plan(&listed, &on_target, &decided.decisions, &Routes::new()).mirror;
+    Ok((routes, internal))
+}
+
+/// The cluster the flow's offset syncs are on.
+pub(super) fn syncs_cluster<'a>(
+    flow: &config::ResolvedFlow,
+    source: &'a Cluster,
+    target: &'a Cluster,
+) -> &'a Cluster {
+    match flow.settings.offset_syncs_topic_location {
+        SyncsLocation::Source => source,
+        SyncsLocation::Target => target,
+    }
+}
+
 /// Every offset sync of the flow, read to the end.
-async fn read_syncs(cluster: &Cluster, topic: &str) -> Result<OffsetSyncStore, String> {
+pub(super) async fn read_syncs(cluster: &Cluster, topic: &str) -> Result<OffsetSyncStore, String> {
     let mut reader = InternalReader::open(cluster, topic)
         .await
         .map_err(|e| format!("reading the offset syncs ({topic}): {e}"))?;
