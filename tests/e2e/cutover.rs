@@ -215,6 +215,17 @@ fn a_failover_interrupted_twice_goes_on_where_it_stopped() {
         committed(&backup.addr, "app", "primary.orders", 2).is_empty(),
         "a dry run commits nothing"
     );
+    let (code, text, err) = kmirror_cli(&[
+        "status",
+        "--config",
+        config.to_str().expect("path"),
+        "--groups",
+    ]);
+    assert_eq!(code, Some(1), "{text}\n{err}");
+    assert!(
+        text.contains("group busy: NOT ready") && text.contains("group app: ready"),
+        "{text}"
+    );
 
     // The mirror stalls with records left: the wait runs out and nothing changes.
     k.signal("-STOP");

@@ -96,6 +96,58 @@ pub fn run(args: FailoverArgs, cache: &CacheChoice) -> ExitCode {
     })
 }
 
+/// `kmirror status --groups`: the readiness report of every flow of the configuration
+/// (or of `only`), changing nothing. Exit 0 when every group is ready, 1 when one is not, 2
+/// when a flow cannot be read.
+pub fn readiness(
+    config: &std::path::Path,
+    only: Option<&str>,
+    json: bool,
+    cache: &CacheChoice,
+) -> ExitCode {
+    let cfg = match super::load_config(config, cache) {
+        Ok(cfg) => cfg,
+        Err(code) => return code,
+    };
+    let flows: Vec<ResolvedFlow> = cfg
+        .flows
+        .into_iter()
+        .filter(|f| only.is_none_or(|name| f.name == name))
+        .collect();
+    if flows.is_empty() {
+        return fail(2, &format!("no flow `{}`", only.unwrap_or("")));
+    }
+    let runtime = match super::runtime(2) {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    runtime.block_on(async move {
+        let mut ready = true;
+        for flow in flows {
+            let name = flow.name.clone();
+            let report = async {
+                let o = open(flow, &[]).await?;
+                let state = read_control(&o).await?;
+                let report = assess(&o, &[], &state).await?;
+                if !json {
+                    println!("flow {name}:");
+                }
+                show(&o, &report, json);
+                Ok::<_, Failed>(report.groups.iter().all(GroupReadiness::ready))
+            };
+            match report.await {
+                Ok(r) => ready &= r,
+                Err((code, message)) => return fail(code, &format!("flow {name}: {message}")),
+            }
+        }
+        if ready {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        }
+    })
+}
+
 type Failed = (u8, String);
 
 fn cannot(e: impl std::fmt::Display) -> Failed {

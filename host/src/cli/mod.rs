@@ -129,7 +129,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Validate { config } => daemon::validate(&config, &cache),
         Command::Offsets(cmd) => offsets::run(cmd, &cache),
         Command::Plan(args) => plan::run(args, &cache),
-        Command::Status(args) => status::run(args),
+        Command::Status(args) => status::run(args, &cache),
         Command::Verify(args) => verify::run(args, &cache),
         Command::Failover(args) => cutover::run(args, &cache),
         Command::ImportMm2Config(args) => import_mm2_config::run(&args),

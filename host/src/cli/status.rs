@@ -38,6 +38,14 @@ pub struct StatusArgs {
     /// Print the daemon's JSON as it is (pretty).
     #[arg(long)]
     json: bool,
+    /// Instead of the daemon's status: each flow's consumer groups' failover readiness, read
+    /// from both clusters as `kmirror failover --dry-run` reads it (needs --config; exit 1
+    /// when a group is not ready).
+    #[arg(long, requires = "config")]
+    groups: bool,
+    /// With --groups: only this flow (SOURCE->TARGET).
+    #[arg(long, requires = "groups")]
+    flow: Option<String>,
 }
 
 /// Why the status could not be read.
@@ -338,7 +346,10 @@ pub fn fetch(endpoint: &Endpoint) -> Result<serde_json::Value, StatusError> {
 }
 
 /// Runs `kmirror status`.
-pub fn run(args: StatusArgs) -> ExitCode {
+pub fn run(args: StatusArgs, cache: &crate::plugin::cache::CacheChoice) -> ExitCode {
+    if let (true, Some(config)) = (args.groups, &args.config) {
+        return super::cutover::readiness(config, args.flow.as_deref(), args.json, cache);
+    }
     let endpoint = match (&args.url, &args.config) {
         (Some(url), _) => parse_url(url),
         (None, Some(path)) => endpoint_from_config(path),
