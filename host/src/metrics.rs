@@ -43,6 +43,19 @@ struct TransformLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabel {
+    flow: String,
+    group: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PlacementLabel {
+    flow: String,
+    group: String,
+    placement: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MemberLabel {
     flow: String,
     member: u32,
@@ -273,6 +286,9 @@ pub fn render(telemetry: &Telemetry) -> String {
     let transformed = Family::<TransformLabel, PromCounter>::default();
     let rebalances = Family::<FlowLabel, PromCounter>::default();
     let generation = Family::<MemberLabel, Gauge>::default();
+    let placed = Family::<PlacementLabel, Gauge>::default();
+    let rereads = Family::<GroupLabel, Gauge>::default();
+    let active = Family::<GroupLabel, Gauge>::default();
     let families: Vec<Family<FlowLabel, Gauge>> =
         gauges.iter().map(|_| Family::default()).collect();
     for f in flows {
@@ -308,6 +324,30 @@ pub fn render(telemetry: &Telemetry) -> String {
                         member: *member,
                     })
                     .set(i64::from(g));
+            }
+        }
+        for (group, g) in &status.groups {
+            let unplaced = g.partitions.saturating_sub(g.exact + g.approximate);
+            for (placement, n) in [
+                ("exact", g.exact),
+                ("approximate", g.approximate),
+                ("unplaced", unplaced),
+            ] {
+                placed
+                    .get_or_create(&PlacementLabel {
+                        flow: f.flow.clone(),
+                        group: group.clone(),
+                        placement,
+                    })
+                    .set(n as i64);
+            }
+            let label = GroupLabel {
+                flow: f.flow.clone(),
+                group: group.clone(),
+            };
+            rereads.get_or_create(&label).set(g.rereads);
+            if let Some(a) = g.active_on_target {
+                active.get_or_create(&label).set(i64::from(a));
             }
         }
         for t in &status.transforms {
@@ -363,6 +403,21 @@ pub fn render(telemetry: &Telemetry) -> String {
         "group_generation",
         "The consumer-group generation each replication task of this instance last joined",
         generation,
+    );
+    registry.register(
+        "group_failover_partitions",
+        "Partitions a consumer group committed on, by how a failover would place its target offset now: exact, approximate (it re-reads records) or unplaced (no offset sync)",
+        placed,
+    );
+    registry.register(
+        "group_failover_rereads",
+        "Records a consumer group would re-read on the target if it failed over now",
+        rereads,
+    );
+    registry.register(
+        "group_active_on_target",
+        "1 while a consumer group has members on the target (its offsets are not synced there, and a failover refuses it)",
+        active,
     );
     registry.register(
         "transform_records",
@@ -507,6 +562,41 @@ mod tests {
         assert_eq!(t["records"], 40, "{json}");
         assert_eq!(t["last"]["kind"], "deleted", "{json}");
         assert_eq!(t["last"]["from"], 50, "{json}");
+    }
+
+    #[test]
+    fn each_groups_failover_placement_is_exported() {
+        let f = Arc::new(FlowTelemetry::new("a->b"));
+        f.update(|s| {
+            s.groups.insert(
+                "app".into(),
+                crate::flow::telemetry::GroupStatus {
+                    partitions: 5,
+                    exact: 3,
+                    approximate: 1,
+                    rereads: 42,
+                    active_on_target: Some(true),
+                },
+            );
+            s.groups.insert(
+                "idle".into(),
+                crate::flow::telemetry::GroupStatus::default(),
+            );
+        });
+        let text = render(&shown(&[f]));
+        for line in [
+            r#"kmirror_group_failover_partitions{flow="a->b",group="app",placement="exact"} 3"#,
+            r#"kmirror_group_failover_partitions{flow="a->b",group="app",placement="approximate"} 1"#,
+            r#"kmirror_group_failover_partitions{flow="a->b",group="app",placement="unplaced"} 1"#,
+            r#"kmirror_group_failover_rereads{flow="a->b",group="app"} 42"#,
+            r#"kmirror_group_active_on_target{flow="a->b",group="app"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} missing:\n{text}");
+        }
+        assert!(
+            !text.contains(r#"kmirror_group_active_on_target{flow="a->b",group="idle"}"#),
+            "unknown is not shown as 0:\n{text}"
+        );
     }
 
     #[test]

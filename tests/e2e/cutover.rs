@@ -182,6 +182,13 @@ fn a_failover_interrupted_twice_goes_on_where_it_stopped() {
         (!group_members(&backup.addr, "busy").is_empty()).then_some(())
     });
 
+    // The leader's checkpoint pass places every group too, in /metrics.
+    wait_for("app placed exactly in /metrics", T, || {
+        let m = http_text(&status, "/metrics")?;
+        m.contains(r#"kmirror_group_failover_partitions{flow="primary->backup",group="app",placement="exact"} 2"#)
+            .then_some(())
+    });
+
     // The readiness report: busy first and not ready; app and pay ready, placed exactly.
     let (code, out, err) = wait_for("a report placing every group exactly", T, || {
         let (code, out, err) = failover(&config, &["--dry-run", "--json"]);

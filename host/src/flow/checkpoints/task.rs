@@ -8,7 +8,7 @@ use crate::config::CheckpointSettings;
 use crate::flow::group_sync::{self, SyncPlan};
 use crate::flow::offset_syncs::SharedStore;
 use crate::flow::plugins::FlowPlugins;
-use crate::flow::telemetry::{Counter, FlowTelemetry};
+use crate::flow::telemetry::{Counter, FlowTelemetry, GroupStatus};
 use crate::flow::{OWN_GROUP_PREFIX, Routes};
 use crate::formats::Checkpoint;
 use crate::kafka::internal::{InternalWriter, read_to_end};
@@ -299,6 +299,7 @@ impl Checkpointer {
             }
         };
         let mut out = Vec::new();
+        let mut groups: BTreeMap<String, GroupStatus> = BTreeMap::new();
         for (group, committed) in offsets {
             let committed: Vec<_> = match committed {
                 Ok(c) => c
@@ -325,6 +326,21 @@ impl Checkpointer {
                     .store
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
+                let mut placed = GroupStatus {
+                    partitions: committed.len(),
+                    ..GroupStatus::default()
+                };
+                for c in &committed {
+                    match store.translate_rereads(&c.topic, c.partition, c.offset) {
+                        Some((_, Some(0))) => placed.exact += 1,
+                        Some((_, rereads)) => {
+                            placed.approximate += 1;
+                            placed.rereads += rereads.unwrap_or(0);
+                        }
+                        None => {}
+                    }
+                }
+                groups.insert(group.clone(), placed);
                 committed
                     .into_iter()
                     .filter_map(|c| {
@@ -378,6 +394,14 @@ impl Checkpointer {
                 }
             }
         }
+        // Shown per group (`/status` groups, `kmirror_group_*` metrics); whether a group is
+        // active on the target is what the last group sync saw.
+        self.ctx.telemetry.update(|s| {
+            for (g, placed) in &mut groups {
+                placed.active_on_target = s.groups.get(g).and_then(|o| o.active_on_target);
+            }
+            s.groups = groups;
+        });
         out
     }
 
@@ -426,6 +450,12 @@ impl Checkpointer {
                     continue;
                 }
             };
+            let active = matches!(sync.plan, SyncPlan::SkipActive);
+            self.ctx.telemetry.update(|s| {
+                if let Some(g) = s.groups.get_mut(&group) {
+                    g.active_on_target = Some(active);
+                }
+            });
             match &sync.plan {
                 SyncPlan::Commit(_) => {
                     match group_sync::apply(target, &client, &group, &sync.plan).await {

@@ -7,9 +7,9 @@ pub mod status;
 
 use crate::flow::replication::truncation::Truncation;
 pub use status::{
-    AclSyncStatus, FailedOverStatus, FlowStatus, Health, InstanceStatus, LinkTally, MemberStatus,
-    Millis, PartitionStatus, Paused, SourceRecreated, SourceTruncated, TransformStatus,
-    Unreachable, now_ms,
+    AclSyncStatus, FailedOverStatus, FlowStatus, GroupStatus, Health, InstanceStatus, LinkTally,
+    MemberStatus, Millis, PartitionStatus, Paused, SourceRecreated, SourceTruncated,
+    TransformStatus, Unreachable, now_ms,
 };
 
 use crate::histogram::Histogram;

@@ -195,9 +195,28 @@ pub struct FlowStatus {
     pub source_recreated: BTreeMap<String, SourceRecreated>,
     /// Source topic -> its failover (`kmirror failover` stopped mirroring it).
     pub failed_over: BTreeMap<String, FailedOverStatus>,
+    /// Consumer group -> how a failover would place it now (the leader's last checkpoint
+    /// pass).
+    pub groups: BTreeMap<String, GroupStatus>,
     /// Liveness: each loop's last turn and how often it turns.
     #[serde(skip)]
     pub loops: BTreeMap<&'static str, (Instant, Duration)>,
+}
+
+/// How a failover would move one consumer group now, from the leader's checkpoint pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GroupStatus {
+    /// Partitions of mirrored topics it committed an offset on, on the source.
+    pub partitions: usize,
+    /// Of those, the ones its target offset is exact for.
+    pub exact: usize,
+    /// The ones it is approximate for (it would re-read records).
+    pub approximate: usize,
+    /// Records it would re-read on the target, where known.
+    pub rereads: i64,
+    /// Whether it has members on the target (its offsets are not synced there); `None`
+    /// until the group offset sync looked (it is off, or has not run yet).
+    pub active_on_target: Option<bool>,
 }
 
 /// A source topic `kmirror failover` stopped mirroring.
