@@ -237,7 +237,14 @@ fn ten_then_twenty_thousand_source_topics_are_all_mirrored_by_one_instance_and_a
     // answer among the consumer's own by a linear search, so its CPU per fetch grows with
     // the square of the topics per consumer (two tasks of 10,000 topics each kept a core
     // busy, and the source brokers starved of it).
-    let flows = "[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nreplication_factor = 1\nsingle_instance = true\nreplication_tasks = 4\n";
+    // A 30 s lease (session_timeout), not the default 10 s: on these machines (2 cores, a
+    // source and a target JVM, 10,000 partitions assigned at once, 10,000 topics being
+    // created on the target) a renewal of the lease — a transaction on the source — took
+    // longer than two thirds of 10 s, the instance let go of the flow and exited (2 of 2
+    // runs on 2026-12-07, the same before and after that day's changes). What this test
+    // holds is the mirror at this size; the lease's behaviour under such load is a known gap
+    // (docs/scaling.md).
+    let flows = "[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\nreplication_factor = 1\nsingle_instance = true\nreplication_tasks = 4\nsession_timeout = \"30s\"\n";
     let status = free_addr();
     let config = config_file(
         dir.path(),

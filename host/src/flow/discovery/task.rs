@@ -63,6 +63,8 @@ pub async fn run<C: Clusters>(
     let mut discovery = Discovery::new(ctx);
     loop {
         let led = *leader.borrow_and_update();
+        // A change seen by this pass wakes no other.
+        failed_over.borrow_and_update();
         // Passes begin every interval, however long one takes (at 10,000 topics a pass,
         // its config-sync slice included, takes about a second: counted from its end, a
         // new topic waited that much longer).
