@@ -101,6 +101,26 @@ pub(crate) fn load_config(
     })
 }
 
+/// The flow named `name` of the configuration at `path`; on errors (the file, or no such
+/// flow: the flows there are named), prints them and gives exit code 2.
+pub(crate) fn load_flow(
+    path: &std::path::Path,
+    name: &str,
+    cache: &CacheChoice,
+) -> Result<crate::config::ResolvedFlow, ExitCode> {
+    let cfg = load_config(path, cache)?;
+    let names: Vec<String> = cfg.flows.iter().map(|f| f.name.clone()).collect();
+    cfg.flows
+        .into_iter()
+        .find(|f| f.name == name)
+        .ok_or_else(|| {
+            fail(
+                2,
+                &format!("no flow `{name}`; flows are: {}", names.join(", ")),
+            )
+        })
+}
+
 /// A runtime for a command's cluster calls; when none can start, the error is printed and
 /// `code` given.
 pub(crate) fn runtime(code: u8) -> Result<tokio::runtime::Runtime, ExitCode> {
