@@ -73,16 +73,9 @@ pub struct FailoverArgs {
 
 /// Runs `kmirror failover`.
 pub fn run(args: FailoverArgs, cache: &CacheChoice) -> ExitCode {
-    let cfg = match super::load_config(&args.config, cache) {
-        Ok(cfg) => cfg,
+    let flow = match super::load_flow(&args.config, &args.flow, cache) {
+        Ok(flow) => flow,
         Err(code) => return code,
-    };
-    let names: Vec<String> = cfg.flows.iter().map(|f| f.name.clone()).collect();
-    let Some(flow) = cfg.flows.into_iter().find(|f| f.name == args.flow) else {
-        return fail(
-            2,
-            &format!("no flow `{}`; flows are: {}", args.flow, names.join(", ")),
-        );
     };
     let runtime = match super::runtime(2) {
         Ok(rt) => rt,
@@ -713,7 +706,7 @@ async fn stop(o: &Opened, topics: &[String], report: &Report) -> Result<(), Fail
 /// newest stop record, also when this run did not write it.
 async fn settle(o: &Opened, state: &ControlState, json: bool) {
     let s = &o.flow.settings;
-    let needed = s.refresh_topics_interval * 2 + s.offset_flush_interval + Duration::from_secs(1);
+    let needed = s.refresh_topics_interval * 2 + stored_every(o) + Duration::from_secs(1);
     let newest = o
         .routes
         .keys()
@@ -736,13 +729,21 @@ async fn settle(o: &Opened, state: &ControlState, json: bool) {
     tokio::time::sleep(left).await;
 }
 
+/// How often a running instance stores progress at most: every flush interval, and in
+/// exactly-once mode at each transaction's commit.
+fn stored_every(o: &Opened) -> Duration {
+    let s = &o.flow.settings;
+    let txn = s.exactly_once.as_ref().map(|e| e.transaction_interval);
+    s.offset_flush_interval.max(txn.unwrap_or_default())
+}
+
 /// Checks that no instance still mirrors a stopped topic: its stored progress does not move
 /// over a flush interval (an instance that cannot read the control topic, or of a version
 /// without failover, would go on). An error names the partitions that moved.
 async fn still(o: &Opened, state: &ControlState) -> Result<(), Failed> {
     let stopped = |tp: &Tp| state.topics.contains_key(&tp.0);
     let before = read::positions(o).await.map_err(|e| (1, e))?;
-    tokio::time::sleep(o.flow.settings.offset_flush_interval + Duration::from_millis(500)).await;
+    tokio::time::sleep(stored_every(o) + Duration::from_millis(500)).await;
     let after = read::positions(o).await.map_err(|e| (1, e))?;
     let moved: Vec<String> = after
         .iter()
@@ -814,11 +815,12 @@ async fn commit_group(
         committed,
         not_done,
     };
+    if g.failed_over {
+        // Done by an earlier run: its offsets on the target are its consumers' now (or
+        // theirs to come), never replaced by the source's stale ones.
+        return outcome(0, None);
+    }
     if let Some(state) = &g.active_on_target {
-        if g.failed_over {
-            // Its consumers run on the target since the failover: done.
-            return outcome(0, None);
-        }
         return outcome(
             0,
             Some(format!(

@@ -132,7 +132,12 @@ pub(super) fn tail_reader(source: &Cluster) -> Option<StreamConsumer> {
     source
         .consumer(
             &format!("{OWN_GROUP_PREFIX}failover"),
-            &[("enable.partition.eof", "true")],
+            // A range below the log start (retention) is an error, counted by its
+            // offsets, never a jump to the end that would count it empty.
+            &[
+                ("enable.partition.eof", "true"),
+                ("auto.offset.reset", "error"),
+            ],
         )
         .ok()
 }

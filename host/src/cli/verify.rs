@@ -79,16 +79,9 @@ struct Row {
 
 /// Runs `kmirror verify`.
 pub fn run(args: VerifyArgs, cache: &CacheChoice) -> ExitCode {
-    let cfg = match super::load_config(&args.config, cache) {
-        Ok(cfg) => cfg,
+    let flow = match super::load_flow(&args.config, &args.flow, cache) {
+        Ok(flow) => flow,
         Err(code) => return code,
-    };
-    let names: Vec<String> = cfg.flows.iter().map(|f| f.name.clone()).collect();
-    let Some(flow) = cfg.flows.into_iter().find(|f| f.name == args.flow) else {
-        return fail(
-            2,
-            &format!("no flow `{}`; flows are: {}", args.flow, names.join(", ")),
-        );
     };
     if !flow.roles.record_transforms.is_empty() {
         return fail(

@@ -116,6 +116,9 @@ pub async fn run(ctx: CheckpointContext, shutdown: CancellationToken) {
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => {
+                // Stopped (leadership lost, or the flow stops): another instance places
+                // the groups now.
+                cp.ctx.telemetry.update(|s| s.groups.clear());
                 cp.ctx.telemetry.loop_ended("checkpoints");
                 return;
             }
@@ -253,6 +256,8 @@ impl Checkpointer {
             .flat_map(|(t, r)| (0..r.partitions).map(move |p| (t.clone(), p)))
             .collect();
         if partitions.is_empty() {
+            // Nothing mirrored (e.g. every topic failed over): no group to place.
+            self.ctx.telemetry.update(|s| s.groups.clear());
             return Vec::new();
         }
         // A target partition that ends before every retained sync is not the one the syncs
@@ -340,7 +345,9 @@ impl Checkpointer {
                         None => {}
                     }
                 }
-                groups.insert(group.clone(), placed);
+                if placed.partitions > 0 {
+                    groups.insert(group.clone(), placed);
+                }
                 committed
                     .into_iter()
                     .filter_map(|c| {

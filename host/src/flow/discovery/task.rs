@@ -192,8 +192,10 @@ impl<C: Clusters> Discovery<C> {
         let listed = began.elapsed();
         self.decide_new(&source).await;
         let mut plan = rules::plan(&source, &target, &self.decisions, &self.mirrored);
-        self.withhold(&mut plan, failed_over);
+        // Claimed first: a failed-over topic's target name stays this flow's (its
+        // applications write there now), so no other flow of the daemon takes it.
         self.refuse_claimed(&mut plan);
+        self.withhold(&mut plan, failed_over);
         let leader = *self.ctx.leader.borrow();
         if !leader {
             rules::without_changes(&mut plan);
@@ -372,15 +374,22 @@ impl<C: Clusters> Discovery<C> {
         tracing::info!(flow = %self.ctx.telemetry.flow, topics = %stopped.join(", "), "topics failed over: no longer mirrored");
         self.mirrored.retain(|t, _| !failed_over.contains_key(t));
         let mirror = self.mirrored.clone();
-        self.ctx
-            .telemetry
-            .update(|s| s.mirrored.retain(|t, _| !failed_over.contains_key(t)));
+        self.ctx.telemetry.update(|s| {
+            s.mirrored.retain(|t, _| !failed_over.contains_key(t));
+            for (t, f) in failed_over {
+                let shown = crate::flow::telemetry::FailedOverStatus {
+                    target: f.target_topic.clone(),
+                    at_ms: f.at_ms,
+                };
+                s.failed_over.insert(t.clone(), shown);
+            }
+        });
         routes.send_replace(mirror);
     }
 
     /// Leaves out every topic failed over (the failover wrote it to the control topic):
     /// not mirrored, its target topic neither created nor grown, and no problem reported
-    /// about it (its name is no longer claimed either).
+    /// about it.
     fn withhold(&mut self, plan: &mut Plan, failed_over: Arc<BTreeMap<String, TopicFailedOver>>) {
         if !failed_over.is_empty() {
             let targets: BTreeSet<String> = plan
