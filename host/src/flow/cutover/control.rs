@@ -67,35 +67,35 @@ impl ControlState {
         let key = key.ok_or("a record without a key")?;
         let key = std::str::from_utf8(key).map_err(|_| "a key that is not UTF-8".to_string())?;
         if let Some(topic) = key.strip_prefix("topic:") {
-            match value {
-                None => {
-                    self.topics.remove(topic);
-                }
-                Some(v) => {
-                    let entry = serde_json::from_slice(v)
-                        .map_err(|e| format!("key {key}: not a topic entry: {e}"))?;
-                    self.topics.insert(topic.to_string(), entry);
-                }
-            }
-            Ok(())
+            entry(&mut self.topics, topic, value, "topic").map_err(|e| format!("key {key}: {e}"))
         } else if let Some(group) = key.strip_prefix("group:") {
-            match value {
-                None => {
-                    self.groups.remove(group);
-                }
-                Some(v) => {
-                    let entry = serde_json::from_slice(v)
-                        .map_err(|e| format!("key {key}: not a group entry: {e}"))?;
-                    self.groups.insert(group.to_string(), entry);
-                }
-            }
-            Ok(())
+            entry(&mut self.groups, group, value, "group").map_err(|e| format!("key {key}: {e}"))
         } else {
             Err(format!(
                 "key {key}: neither `topic:<name>` nor `group:<name>`"
             ))
         }
     }
+}
+
+/// Sets `name`'s entry in `map` from a JSON `value`, or removes it on a tombstone.
+fn entry<T: serde::de::DeserializeOwned>(
+    map: &mut BTreeMap<String, T>,
+    name: &str,
+    value: Option<&[u8]>,
+    what: &str,
+) -> Result<(), String> {
+    match value {
+        None => {
+            map.remove(name);
+        }
+        Some(v) => {
+            let parsed =
+                serde_json::from_slice(v).map_err(|e| format!("not a {what} entry: {e}"))?;
+            map.insert(name.to_string(), parsed);
+        }
+    }
+    Ok(())
 }
 
 /// Reads the control topic to its end (`Ok(None)`: the topic does not exist, so nothing was
