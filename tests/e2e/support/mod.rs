@@ -66,6 +66,22 @@ fn free_port() -> u16 {
     panic!("no loopback port not handed out before in 1,000 tries");
 }
 
+/// A log's ERROR and WARN lines (the last 40) and its last 20 lines.
+fn log_digest(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    let alarms: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.contains(" ERROR ") || l.contains(" WARN ") || l.starts_with("error"))
+        .copied()
+        .collect();
+    let tail = &lines[lines.len().saturating_sub(20)..];
+    format!(
+        "{}\n---- last lines ----\n{}",
+        alarms[alarms.len().saturating_sub(40)..].join("\n"),
+        tail.join("\n")
+    )
+}
+
 /// Dies with the test process.
 fn die_with_parent(cmd: &mut Command) {
     // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
@@ -319,6 +335,14 @@ impl Kmirror {
             if let Ok(Some(status)) = child.try_wait() {
                 if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&status) {
                     eprintln!("kmirror was killed by signal {signal}");
+                }
+                if status.code() != Some(0) {
+                    // Why it failed, in the test's own output (CI keeps no temporary files).
+                    eprintln!(
+                        "kmirror ({}) exited with {status} after SIGTERM; its errors and last lines:\n{}",
+                        self.log.display(),
+                        log_digest(&self.logs())
+                    );
                 }
                 return status.code();
             }
