@@ -11,31 +11,19 @@ use crate::flow::discovery::rules;
 use crate::flow::offset_syncs::store::OffsetSyncStore;
 use crate::flow::offset_syncs::{MARKER_HEADER, SyncMarker};
 use crate::flow::plugins::{FlowPlugins, InternalTopics};
-use crate::flow::verify::{PartitionReport, Seen, compare};
+use crate::flow::verify::PartitionReport;
+use crate::flow::verify::read::{Pair, Position, READ_TIMEOUT, READER, check_range};
 use crate::flow::{OWN_GROUP_PREFIX, Routes};
 use crate::formats::OffsetSync;
 use crate::kafka::Cluster;
-use crate::kafka::clients::headers_of;
 use crate::kafka::internal::{InternalReader, ReadEvent};
 use crate::plugin::cache::CacheChoice;
 use clap::Args;
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::{Offset, TopicPartitionList};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-
-/// How long reading the offset syncs, or one partition's range, may take.
-const READ_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How verify's readers read: to a partition's end, and from its log start when a record
-/// asked for was deleted (the missing ones are then named).
-const READER: &[(&str, &str)] = &[
-    ("enable.partition.eof", "true"),
-    ("auto.offset.reset", "earliest"),
-];
 
 /// `kmirror verify`'s arguments.
 #[derive(Debug, Args)]
@@ -266,12 +254,9 @@ fn plan(
     }
 }
 
-/// Compares `row`'s range `stretch` source offsets at a time (the records of one stretch
-/// are held in memory): each stretch's source records, and the target
-/// records from just after the previous stretch's last placed one to this stretch's last
-/// placed one (so a target record between two stretches is still found extra).
+/// Compares `row`'s range `stretch` source offsets at a time.
 async fn check(
-    (source, target): (&StreamConsumer, &StreamConsumer),
+    readers: (&StreamConsumer, &StreamConsumer),
     store: &OffsetSyncStore,
     row: &mut Row,
     stretch: i64,
@@ -280,29 +265,24 @@ async fn check(
     let (topic, partition) = (row.topic.clone(), row.partition);
     let covered = store.newest_upstream(&topic, partition);
     let place = |u: i64| store.exact(&topic, partition, u);
-    let mut next_target: Option<i64> = None;
-    let mut at = row.from;
-    while at < row.to {
-        let stretch_end = (at + stretch).min(row.to);
-        let records = read_range(source, &topic, partition, at, stretch_end).await?;
-        let first = next_target.or_else(|| records.iter().find_map(|s| place(s.offset)));
-        let last = records.iter().rev().find_map(|s| place(s.offset));
-        let on_target = match (first, last) {
-            (Some(a), Some(b)) if b >= a => {
-                read_range(target, &row.target, partition, a, b + 1).await?
-            }
-            _ => Vec::new(),
-        };
-        if let Some(b) = last {
-            next_target = Some(b + 1);
-        }
-        let after_unplaced = row.report.ends_unplaced;
-        row.report
-            .add(compare(records, on_target, place, covered, after_unplaced));
-        progress.advance(stretch_end - at);
-        at = stretch_end;
-    }
-    Ok(())
+    let pair = Pair {
+        topic: &topic,
+        target: &row.target,
+        partition,
+    };
+    let mut position = Position::default();
+    check_range(
+        readers,
+        pair,
+        (row.from, row.to),
+        stretch,
+        &place,
+        covered,
+        &mut position,
+        &mut row.report,
+        &mut |n| progress.advance(n),
+    )
+    .await
 }
 
 /// Progress on standard error: a line rewritten in place on a terminal, a plain line every
@@ -374,64 +354,6 @@ impl Progress {
             eprintln!();
         }
     }
-}
-
-/// The records of `topic`[`partition`] at offsets `from..to`, in order (`read_committed`:
-/// aborted records and transaction markers are not records).
-async fn read_range(
-    consumer: &StreamConsumer,
-    topic: &str,
-    partition: i32,
-    from: i64,
-    to: i64,
-) -> Result<Vec<Seen>, String> {
-    let mut out = Vec::new();
-    if from >= to {
-        return Ok(out);
-    }
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Offset(from))
-        .map_err(|e| e.to_string())?;
-    consumer.assign(&tpl).map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + READ_TIMEOUT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let next = tokio::time::timeout(left, consumer.recv())
-            .await
-            .map_err(|_| {
-                format!("{topic}[{partition}] not read from {from} to {to} within {READ_TIMEOUT:?}")
-            })?;
-        match next {
-            Ok(m) => {
-                let behind = out.last().map_or(from, |l: &Seen| l.offset + 1);
-                if m.topic() != topic || m.partition() != partition || m.offset() < behind {
-                    continue; // fetched for an earlier range of this reader
-                }
-                if m.offset() >= to {
-                    break;
-                }
-                out.push(Seen {
-                    offset: m.offset(),
-                    key: m.key().map(<[u8]>::to_vec),
-                    value: m.payload().map(<[u8]>::to_vec),
-                    headers: headers_of(&m)
-                        .map(|(k, v)| (k.into_owned(), v.map(<[u8]>::to_vec)))
-                        .collect(),
-                    timestamp: m.timestamp().to_millis(),
-                });
-                if m.offset() + 1 >= to {
-                    break;
-                }
-            }
-            // The end of what the partition holds (a range ending in markers or aborted
-            // records reaches it before `to`).
-            Err(KafkaError::PartitionEOF(p)) if p == partition => break,
-            Err(KafkaError::PartitionEOF(_)) => continue, // an earlier range's
-            Err(e) => return Err(format!("reading {topic}[{partition}]: {e}")),
-        }
-    }
-    consumer.unassign().map_err(|e| e.to_string())?;
-    Ok(out)
 }
 
 fn print(rows: &[Row], json: bool) -> ExitCode {

@@ -1,4 +1,5 @@
-//! `kmirror verify`'s comparison, pure: a source partition's records and its target
+//! The comparison of `kmirror verify` and of the background audit (`flow::audit`), pure
+//! here (its reads in `read`): a source partition's records and its target
 //! partition's records, paired through the flow's exact offset map (the offset syncs), and
 //! compared record by record — key, value, headers, timestamp and order.
 //!
@@ -8,6 +9,8 @@
 //! covered (mirrored, perhaps, but the map does not say where yet). Both sides are read in
 //! offset order, so the pairing streams: a target record the map gives no source record
 //! for is extra, a mapped target offset with no record is missing.
+
+pub mod read;
 
 use serde::Serialize;
 
