@@ -24,6 +24,8 @@ pub mod validate;
 
 pub use errors::{ConfigError, ConfigErrors};
 pub use model::*;
-pub use settings::{CheckpointSettings, FlowSettings, MIN_LEASE, SettingError, queued_for_at_most};
+pub use settings::{
+    AuditSettings, CheckpointSettings, FlowSettings, MIN_LEASE, SettingError, queued_for_at_most,
+};
 pub use slots::SlotSources;
 pub use validate::{LoadedConfig, ResolvedFlow, load, load_str, load_with_plugins_dir, reload};

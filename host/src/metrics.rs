@@ -56,6 +56,12 @@ struct PlacementLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AuditLabel {
+    flow: String,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MemberLabel {
     flow: String,
     member: u32,
@@ -289,6 +295,10 @@ pub fn render(telemetry: &Telemetry) -> String {
     let placed = Family::<PlacementLabel, Gauge>::default();
     let rereads = Family::<GroupLabel, Gauge>::default();
     let active = Family::<GroupLabel, Gauge>::default();
+    let audited = Family::<AuditLabel, PromCounter>::default();
+    let audit_passes = Family::<FlowLabel, PromCounter>::default();
+    let audit_behind = Family::<FlowLabel, Gauge>::default();
+    let audit_last = Family::<FlowLabel, Gauge>::default();
     let families: Vec<Family<FlowLabel, Gauge>> =
         gauges.iter().map(|_| Family::default()).collect();
     for f in flows {
@@ -348,6 +358,28 @@ pub fn render(telemetry: &Telemetry) -> String {
             rereads.get_or_create(&label).set(g.rereads);
             if let Some(a) = g.active_on_target {
                 active.get_or_create(&label).set(i64::from(a));
+            }
+        }
+        if let Some(a) = &status.audit {
+            for (result, n) in [
+                ("equal", a.equal),
+                ("mismatched", a.mismatched),
+                ("missing", a.missing),
+                ("extra", a.extra),
+                ("unplaced", a.unplaced),
+                ("unreadable", a.unreadable),
+            ] {
+                audited
+                    .get_or_create(&AuditLabel {
+                        flow: f.flow.clone(),
+                        result,
+                    })
+                    .inc_by(n);
+            }
+            audit_passes.get_or_create(&label(f)).inc_by(a.passes);
+            audit_behind.get_or_create(&label(f)).set(a.behind as i64);
+            if let Some(at) = a.last_pass_ms {
+                audit_last.get_or_create(&label(f)).set(at / 1000);
             }
         }
         for t in &status.transforms {
@@ -418,6 +450,26 @@ pub fn render(telemetry: &Telemetry) -> String {
         "group_active_on_target",
         "1 while a consumer group has members on the target (its offsets are not synced there, and a failover refuses it)",
         active,
+    );
+    registry.register(
+        "audit_records",
+        "Source records the background audit (audit_interval) read, by result: equal, mismatched (its copy differs), missing (no copy at its mapped offset), extra (a target record no source record maps to), unplaced (the offset map does not place it: not compared), unreadable (gone at the source before audited)",
+        audited,
+    );
+    registry.register(
+        "audit_passes",
+        "Passes of the background audit on this instance (the leader)",
+        audit_passes,
+    );
+    registry.register(
+        "audit_behind_records",
+        "Source records mirrored and placed by the offset map but not audited yet",
+        audit_behind,
+    );
+    registry.register(
+        "audit_last_pass_timestamp_seconds",
+        "When the background audit last finished a pass (Unix time)",
+        audit_last,
     );
     registry.register(
         "transform_records",
@@ -596,6 +648,39 @@ mod tests {
         assert!(
             !text.contains(r#"kmirror_group_active_on_target{flow="a->b",group="idle"}"#),
             "unknown is not shown as 0:\n{text}"
+        );
+    }
+
+    #[test]
+    fn the_audit_is_exported_only_where_it_runs() {
+        let f = Arc::new(FlowTelemetry::new("a->b"));
+        let idle = Arc::new(FlowTelemetry::new("c->d"));
+        f.update(|s| {
+            s.audit = Some(crate::flow::telemetry::AuditStatus {
+                passes: 3,
+                last_pass_ms: Some(1_700_000_000_123),
+                equal: 900,
+                mismatched: 2,
+                missing: 1,
+                behind: 40,
+                ..Default::default()
+            })
+        });
+        let text = render(&shown(&[f, idle]));
+        for line in [
+            r#"kmirror_audit_records_total{flow="a->b",result="equal"} 900"#,
+            r#"kmirror_audit_records_total{flow="a->b",result="mismatched"} 2"#,
+            r#"kmirror_audit_records_total{flow="a->b",result="missing"} 1"#,
+            r#"kmirror_audit_records_total{flow="a->b",result="extra"} 0"#,
+            r#"kmirror_audit_passes_total{flow="a->b"} 3"#,
+            r#"kmirror_audit_behind_records{flow="a->b"} 40"#,
+            r#"kmirror_audit_last_pass_timestamp_seconds{flow="a->b"} 1700000000"#,
+        ] {
+            assert!(text.contains(line), "{line} missing:\n{text}");
+        }
+        assert!(
+            !text.contains(r#"kmirror_audit_passes_total{flow="c->d"}"#),
+            "{text}"
         );
     }
 

@@ -27,11 +27,12 @@ fn promtool(dir: &Path, args: &[&std::ffi::OsStr]) -> (bool, String) {
 const RULES: &str = "deploy/prometheus/kmirror-rules.yml";
 const DASHBOARD: &str = "deploy/grafana/kmirror-dashboard.json";
 
-const ALERTS: [&str; 9] = [
+const ALERTS: [&str; 10] = [
     "KmirrorFlowDegraded",
     "KmirrorLagGrowing",
     "KmirrorPartitionPaused",
     "KmirrorSourceRecordsLost",
+    "KmirrorAuditFoundDifferences",
     "KmirrorPartitionUnowned",
     "KmirrorPluginErrors",
     "KmirrorCommitsFailing",
@@ -95,6 +96,11 @@ tests:
       - {series: 'kmirror_source_truncations_total{flow="a->b",instance="k1",job="kmirror"}', values: '0 0 0 1x37'}
       - {series: 'kmirror_source_truncations_total{flow="c->d",instance="k1",job="kmirror"}', values: '0 0 0 1x17 2x20'}
       - {series: 'kmirror_source_truncations_total{flow="e->f",instance="k1",job="kmirror"}', values: '0x40'}
+      # a->b's audit finds an extra record at 3m; c->d's finds only equal ones.
+      - {series: 'kmirror_audit_records_total{flow="a->b",result="extra",instance="k1",job="kmirror"}', values: '0 0 0 1x37'}
+      - {series: 'kmirror_audit_records_total{flow="a->b",result="equal",instance="k1",job="kmirror"}', values: '0+100x40'}
+      - {series: 'kmirror_audit_records_total{flow="c->d",result="equal",instance="k1",job="kmirror"}', values: '0+100x40'}
+      - {series: 'kmirror_audit_records_total{flow="c->d",result="missing",instance="k1",job="kmirror"}', values: '0x40'}
       - {series: 'kmirror_unowned_partitions{flow="a->b",instance="k1",job="kmirror"}', values: '0 0 3x40'}
       - {series: 'kmirror_unowned_partitions{flow="c->d",instance="k1",job="kmirror"}', values: '0x40'}
       - {series: 'kmirror_plugin_errors_total{plugin="/p/f.wasm",kind="trap",instance="k1",job="kmirror"}', values: '0+2x40'}
@@ -136,6 +142,11 @@ tests:
         alertname: KmirrorSourceRecordsLost
         exp_alerts: [exp_labels: {severity: critical, flow: "c->d", instance: k1, job: kmirror}]
       - {eval_time: 39m, alertname: KmirrorSourceRecordsLost}
+      - {eval_time: 2m, alertname: KmirrorAuditFoundDifferences}
+      - eval_time: 4m
+        alertname: KmirrorAuditFoundDifferences
+        exp_alerts: [exp_labels: {severity: critical, flow: "a->b", result: extra, instance: k1, job: kmirror}]
+      - {eval_time: 30m, alertname: KmirrorAuditFoundDifferences}
       - {eval_time: 2m, alertname: KmirrorPartitionUnowned}
       - eval_time: 3m
         alertname: KmirrorPartitionUnowned
@@ -342,6 +353,7 @@ fn rendered_names() -> (
         &kmirror::flow::replication::truncation::Truncation::Deleted { from: 5, to: 40 },
         false,
     );
+    flow.update(|s| s.audit = Some(kmirror::flow::telemetry::AuditStatus::default()));
     telemetry.add_flow(flow);
     let plugin = telemetry.plugins.entry("/plugins/policy.wasm");
     plugin.call(std::time::Duration::from_micros(20), None, None);

@@ -1276,6 +1276,91 @@ fn verified(config: &Path) -> Option<(Option<i32>, [u64; 5], String)> {
     Some((code, totals, format!("{out}{err}")))
 }
 
+/// The background audit (issue 37 item 4, `audit_interval`): the leader compares what was
+/// mirrored record by record as it goes, and names what it finds in `/status` and
+/// `/metrics`: a record added to the target is extra; records deleted from the target are
+/// missing when a new leader's audit (which starts at the oldest record the offset syncs
+/// place) reaches them.
+#[test]
+fn the_background_audit_finds_what_the_target_gained_or_lost() {
+    let (primary, backup) = kafka_pair();
+    let (src, dst) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    src.create_topic("orders", 2);
+    src.produce_ids("orders", 2, 0, 200);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let config = write_config(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        "audit_interval = \"1s\"",
+    );
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        format!("[status]\nlisten = \"{status}\"\n\n{text}"),
+    )
+    .expect("config");
+    let log = dir.path().join("kmirror.log");
+    let mut k = Kmirror::start(&config, &log);
+    let (missing, dup) = tally(&dst, "primary.orders", 2, 200, T);
+    assert_eq!((missing, dup), (0, 0), "log:\n{}", k.logs());
+    let audit = || {
+        let a = http_get(&status, "/status")?.1["flows"][0]["audit"].clone();
+        (!a.is_null()).then_some(a)
+    };
+    let counts = |a: &serde_json::Value| {
+        ["equal", "mismatched", "missing", "extra"].map(|k| a[k].as_u64().unwrap_or(u64::MAX))
+    };
+    let a = wait_for("the audit to compare every record", T, || {
+        audit().filter(|a| a["equal"].as_u64() >= Some(200))
+    });
+    assert_eq!(counts(&a), [200, 0, 0, 0], "{a}");
+
+    // A record written to the target directly, then more mirrored after it.
+    dst.produce(
+        "primary.orders",
+        0,
+        b"x",
+        b"intruder",
+        &[],
+        1_700_000_000_000,
+    );
+    src.produce_ids("orders", 2, 200, 220);
+    let (missing, _) = tally(&dst, "primary.orders", 2, 220, T);
+    assert_eq!(missing, 0);
+    let a = wait_for("the audit to reach the intruder", T, || {
+        audit().filter(|a| a["equal"].as_u64() >= Some(220))
+    });
+    assert_eq!(counts(&a), [220, 0, 0, 1], "{a}");
+    let differences = a["differences"].to_string();
+    assert!(
+        differences.contains("target offset 100 of primary.orders is no source record's"),
+        "{differences}"
+    );
+    let metrics = http(&status, "/metrics").expect("metrics");
+    assert!(
+        metrics.contains(r#"kmirror_audit_records_total{flow="primary->backup",result="extra"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        k.logs()
+            .contains("audit: the target differs from the source")
+    );
+
+    // Stopped; the first 10 records of target partition 1 deleted; started again: its
+    // audit starts over from the oldest record the syncs place.
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+    dst.delete_records("primary.orders", 1, 10);
+    let mut k = Kmirror::start(&config, &log);
+    let a = wait_for("the new leader's audit to compare every record", T, || {
+        audit().filter(|a| a["equal"].as_u64() >= Some(210))
+    });
+    assert_eq!(counts(&a), [210, 0, 10, 1], "{a}");
+    assert_eq!(a["behind"].as_u64(), Some(0), "{a}");
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}
+
 /// `kmirror verify` (issue 37 item 4): a faithful mirror compares equal record by record
 /// through the offset syncs (exit 0); a record added to the target between mirrored ones,
 /// and records deleted from the target, are each found and named (exit 1).

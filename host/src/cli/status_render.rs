@@ -201,6 +201,34 @@ fn render_flow(out: &mut String, flow: &Value, now_ms: i64) {
             f["target"].as_str().unwrap_or("?")
         );
     }
+    let audit = &flow["audit"];
+    if audit.is_object() {
+        let n = |k: &str| audit[k].as_u64().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "  audit: {} pass(es), the last {}: {} record(s) equal, {} mismatched, {} missing, {} extra on the target ({} not placed by the offset syncs, {} unreadable at the source, {} not audited yet)",
+            n("passes"),
+            ago(&audit["last_pass_ms"], now_ms),
+            n("equal"),
+            n("mismatched"),
+            n("missing"),
+            n("extra"),
+            n("unplaced"),
+            n("unreadable"),
+            n("behind"),
+        );
+        let found = audit["differences"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for d in &found[found.len().saturating_sub(5)..] {
+            let _ = writeln!(
+                out,
+                "  audit found: {}",
+                one_line(d.as_str().unwrap_or("?"))
+            );
+        }
+    }
     for (alias, u) in flow["unreachable"].as_object().into_iter().flatten() {
         let _ = writeln!(
             out,
@@ -707,6 +735,34 @@ mod tests {
             cols(lines[header + 2]),
             ["1", "json_mask.wasm", "40", "0", "50", "1", "1"]
         );
+    }
+
+    #[test]
+    fn the_audit_shows_its_counts_and_its_latest_differences() {
+        let mut json = fixture();
+        let found: Vec<String> = (0..7)
+            .map(|i| {
+                format!("orders[0]: target offset {i} of primary.orders is no source record's")
+            })
+            .collect();
+        json["flows"][0]["audit"] = json!({
+            "passes": 4, "last_pass_ms": NOW - 2_000, "equal": 220, "mismatched": 0,
+            "missing": 10, "extra": 7, "unplaced": 3, "unreadable": 0, "behind": 40,
+            "differences": found });
+        let (text, _) = render(&json, NOW);
+        assert!(
+            text.contains("  audit: 4 pass(es), the last 2.0s ago: 220 record(s) equal, 0 mismatched, 10 missing, 7 extra on the target (3 not placed by the offset syncs, 0 unreadable at the source, 40 not audited yet)\n"),
+            "{text}"
+        );
+        let shown: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("  audit found: "))
+            .collect();
+        assert_eq!(shown.len(), 5, "the latest five: {text}");
+        assert!(shown[4].ends_with("target offset 6 of primary.orders is no source record's"));
+        // No audit (off, or not the leader): no line.
+        let (text, _) = render(&fixture(), NOW);
+        assert!(!text.contains("audit"), "{text}");
     }
 
     #[test]

@@ -306,6 +306,15 @@ pub struct FlowConfig {
     /// over; fixed at the flow's first start (the shards topic keeps it). MM2: `tasks.max`.
     #[serde(default)]
     pub exactly_once_shards: Option<u32>,
+    /// How often the leader audits what was mirrored since its last pass: both sides read
+    /// through the exact offset map, every record compared (key, value, headers, timestamp,
+    /// order); differences are logged, counted and listed in /status. Off when unset.
+    /// Flows with record transforms are not audited (their records differ by design).
+    #[serde(default, with = "humantime_serde::option")]
+    pub audit_interval: Option<Duration>,
+    /// Source records the audit reads a second at most (and as many of their copies).
+    #[serde(default = "default_audit_records_per_second")]
+    pub audit_records_per_second: u64,
 }
 
 fn default_plugins_dir() -> PathBuf {
@@ -325,6 +334,9 @@ fn default_config_sync_interval() -> Duration {
 }
 fn default_acl_sync_interval() -> Duration {
     Duration::from_secs(600)
+}
+fn default_audit_records_per_second() -> u64 {
+    10_000
 }
 fn default_offset_lag_max() -> u64 {
     100

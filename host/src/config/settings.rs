@@ -50,6 +50,17 @@ pub struct FlowSettings {
     pub sync_topic_acls: Option<AclSyncSettings>,
     /// How an exactly-once flow's transactions run; `None`: at-least-once.
     pub exactly_once: Option<ExactlyOnceSettings>,
+    /// How the leader audits the mirrored records; `None` when it does not.
+    pub audit: Option<AuditSettings>,
+}
+
+/// The background audit (`flow::audit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuditSettings {
+    /// How often a pass starts (over what was mirrored since the last).
+    pub interval: Duration,
+    /// Source records read a second at most.
+    pub records_per_second: u64,
 }
 
 /// The most shards an exactly-once flow may have.
@@ -183,6 +194,11 @@ impl FlowSettings {
             c.transaction_interval,
             c.exactly_once,
         );
+        let audit_interval = positive(
+            "audit_interval",
+            c.audit_interval.unwrap_or_default(),
+            c.audit_interval.is_some(),
+        );
         if !(Duration::from_secs(1)..=Duration::from_secs(300)).contains(&c.session_timeout) {
             errors.push(SettingError {
                 key: "session_timeout",
@@ -278,6 +294,20 @@ impl FlowSettings {
                 message: "needs exactly_once = true".into(),
             });
         }
+        if c.audit_interval.is_some() {
+            if c.audit_records_per_second == 0 {
+                errors.push(SettingError {
+                    key: "audit_records_per_second",
+                    message: "must be at least 1".into(),
+                });
+            }
+            if !c.record_transforms.is_empty() {
+                errors.push(SettingError {
+                    key: "audit_interval",
+                    message: "is not supported on a flow with record_transforms: the audit compares each record with its copy byte for byte, and a transform changes them by design (audit a flow without transforms)".into(),
+                });
+            }
+        }
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -316,6 +346,10 @@ impl FlowSettings {
                 max_records: c.transaction_max_records,
                 max_bytes: c.transaction_max_bytes,
                 shards: c.exactly_once_shards.unwrap_or(DEFAULT_SHARDS),
+            }),
+            audit: c.audit_interval.map(|_| AuditSettings {
+                interval: audit_interval,
+                records_per_second: c.audit_records_per_second,
             }),
         })
     }

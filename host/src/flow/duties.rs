@@ -1,15 +1,18 @@
 //! The elected duties of a flow — checkpoints (with the offset-sync reader that feeds
-//! them), group offset sync, heartbeats and topic-ACL sync — started when this instance
+//! them and the audit), group offset sync, heartbeats, topic-ACL sync and the audit — started when this instance
 //! becomes the leader and stopped as soon as it is not. (Discovery runs on every instance,
 //! for the routes their replication follows; only the leader changes the target.)
 
 use super::acls::task::{AclContext, SyncOff};
+use super::audit::task::AuditContext;
 use super::checkpoints::task::CheckpointContext;
 use super::discovery::clusters::Live;
 use super::offset_syncs::SharedStore;
 use super::plugins::{FlowPlugins, InternalTopics};
 use super::telemetry::FlowTelemetry;
-use super::{CHECKPOINTS_SINGLE, Routes, acls, checkpoints, heartbeats, offset_syncs, retry};
+use super::{
+    CHECKPOINTS_SINGLE, Routes, acls, audit, checkpoints, heartbeats, offset_syncs, retry,
+};
 use crate::config::ResolvedFlow;
 use crate::kafka::Cluster;
 use crate::kafka::internal::InternalWriter;
@@ -88,8 +91,9 @@ fn spawn(
     let topics = ctx.topics.clone();
     let (source, target) = (ctx.source.clone(), ctx.target.clone());
     let telemetry = ctx.telemetry.clone();
-    if let Some(cp) = flow.settings.checkpoints {
-        let store = Arc::new(SharedStore::default());
+    // The offset syncs, read by the leader for the checkpoints and the audit.
+    let store = Arc::new(SharedStore::default());
+    if flow.settings.checkpoints.is_some() || flow.settings.audit.is_some() {
         let reader = offset_syncs::reader::run(
             ctx.syncs_cluster.clone(),
             topics.offset_syncs.clone(),
@@ -98,6 +102,19 @@ fn spawn(
             stop.clone(),
         );
         set.spawn(reader);
+    }
+    if let Some(settings) = flow.settings.audit {
+        let ctx = AuditContext {
+            source: source.clone(),
+            target: target.clone(),
+            store: store.clone(),
+            routes: ctx.routes.clone(),
+            settings,
+            telemetry: telemetry.clone(),
+        };
+        set.spawn(audit::task::run(ctx, stop.clone()));
+    }
+    if let Some(cp) = flow.settings.checkpoints {
         let ctx = CheckpointContext {
             source: source.clone(),
             target: target.clone(),

@@ -12,6 +12,8 @@
 //! - [`cutover`]: what `kmirror failover` records (topics failed over stop being mirrored)
 //!   and whether a group is ready to fail over.
 //! - [`acls`]: topic ACLs synced to the target (`MirrorSourceConnector.syncTopicAcls`).
+//! - [`verify`]: a partition and its copy compared record by record through the offset map
+//!   (`kmirror verify`); [`audit`]: the same, continuously and throttled, on the leader.
 //! - [`leadership`]: which instance does the singleton duties, elected through a control
 //!   consumer group; [`duties`]: those duties, started and stopped with leadership;
 //!   [`ownership`]: every instance reports its partitions, the leader finds partitions
@@ -24,6 +26,7 @@
 //! - [`supervisor`]: wires one flow's tasks together and watches them (`tasks`).
 
 pub mod acls;
+pub mod audit;
 pub mod checkpoints;
 pub mod cutover;
 pub mod discovery;

@@ -425,3 +425,28 @@ fn a_clusters_group_timing_comes_from_session_timeout_but_its_heartbeat_is_its_o
     }
     assert!(load(&text("heartbeat.interval.ms")).is_ok());
 }
+
+#[test]
+fn the_audit_is_off_by_default_and_its_settings_are_checked() {
+    let flow = |extra: &str| {
+        format!("{CLUSTERS}\n[[flows]]\nsource = \"primary\"\ntarget = \"backup\"\n{extra}\n")
+    };
+    assert!(load(&flow("")).unwrap().flows[0].settings.audit.is_none());
+    let cfg = load(&flow("audit_interval = \"1m\"")).unwrap_or_else(|e| panic!("{e}"));
+    let audit = cfg.flows[0].settings.audit.expect("on");
+    assert_eq!(audit.interval, Duration::from_secs(60));
+    assert_eq!(audit.records_per_second, 10_000);
+    let all = errors(&flow(
+        "audit_interval = \"0s\"\naudit_records_per_second = 0\nrecord_transforms = [{ builtin = \"keep-all\" }]",
+    ))
+    .join("\n");
+    for key in [
+        "audit_interval: must be longer than 0",
+        "audit_records_per_second: must be at least 1",
+        "audit_interval: is not supported on a flow with record_transforms",
+    ] {
+        assert!(all.contains(key), "{key} missing from:\n{all}");
+    }
+    // The rate alone (the audit off) is not an error.
+    assert!(load(&flow("audit_records_per_second = 0")).is_ok());
+}

@@ -7,8 +7,8 @@ pub mod status;
 
 use crate::flow::replication::truncation::Truncation;
 pub use status::{
-    AclSyncStatus, FailedOverStatus, FlowStatus, GroupStatus, Health, InstanceStatus, LinkTally,
-    MemberStatus, Millis, PartitionStatus, Paused, SourceRecreated, SourceTruncated,
+    AclSyncStatus, AuditStatus, FailedOverStatus, FlowStatus, GroupStatus, Health, InstanceStatus,
+    LinkTally, MemberStatus, Millis, PartitionStatus, Paused, SourceRecreated, SourceTruncated,
     TransformStatus, Unreachable, now_ms,
 };
 

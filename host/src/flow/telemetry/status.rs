@@ -198,9 +198,37 @@ pub struct FlowStatus {
     /// Consumer group -> how a failover would place it now (the leader's last checkpoint
     /// pass).
     pub groups: BTreeMap<String, GroupStatus>,
+    /// The background audit (`audit_interval`; on the leader, `None` before its first pass).
+    pub audit: Option<AuditStatus>,
     /// Liveness: each loop's last turn and how often it turns.
     #[serde(skip)]
     pub loops: BTreeMap<&'static str, (Instant, Duration)>,
+}
+
+/// What the background audit found, over every pass of this leadership term.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AuditStatus {
+    /// Passes completed.
+    pub passes: u64,
+    /// When the last pass ended.
+    pub last_pass_ms: Option<Millis>,
+    /// Source records whose copy was equal.
+    pub equal: u64,
+    /// Source records whose copy differs (key, value, headers or timestamp).
+    pub mismatched: u64,
+    /// Source records whose mapped target offset holds no record.
+    pub missing: u64,
+    /// Target records no source record maps to.
+    pub extra: u64,
+    /// Source records the offset map does not place exactly (a sync lost in a crash or a
+    /// handover): not compared.
+    pub unplaced: u64,
+    /// Source offsets the source no longer held when the audit reached them (retention).
+    pub unreadable: u64,
+    /// Source records mirrored and placed but not audited yet (the last pass's view).
+    pub behind: u64,
+    /// The latest differences found, newest last (at most 20).
+    pub differences: Vec<String>,
 }
 
 /// How a failover would move one consumer group now, from the leader's checkpoint pass.
