@@ -297,6 +297,7 @@ pub fn render(telemetry: &Telemetry) -> String {
     let active = Family::<GroupLabel, Gauge>::default();
     let audited = Family::<AuditLabel, PromCounter>::default();
     let audit_passes = Family::<FlowLabel, PromCounter>::default();
+    let audit_failed = Family::<FlowLabel, PromCounter>::default();
     let audit_behind = Family::<FlowLabel, Gauge>::default();
     let audit_last = Family::<FlowLabel, Gauge>::default();
     let families: Vec<Family<FlowLabel, Gauge>> =
@@ -368,6 +369,7 @@ pub fn render(telemetry: &Telemetry) -> String {
                 ("extra", a.extra),
                 ("unplaced", a.unplaced),
                 ("unreadable", a.unreadable),
+                ("removed_on_target", a.removed_on_target),
             ] {
                 audited
                     .get_or_create(&AuditLabel {
@@ -377,6 +379,7 @@ pub fn render(telemetry: &Telemetry) -> String {
                     .inc_by(n);
             }
             audit_passes.get_or_create(&label(f)).inc_by(a.passes);
+            audit_failed.get_or_create(&label(f)).inc_by(a.failed_reads);
             audit_behind.get_or_create(&label(f)).set(a.behind as i64);
             if let Some(at) = a.last_pass_ms {
                 audit_last.get_or_create(&label(f)).set(at / 1000);
@@ -453,13 +456,18 @@ pub fn render(telemetry: &Telemetry) -> String {
     );
     registry.register(
         "audit_records",
-        "Source records the background audit (audit_interval) read, by result: equal, mismatched (its copy differs), missing (no copy at its mapped offset), extra (a target record no source record maps to), unplaced (the offset map does not place it: not compared), unreadable (gone at the source before audited)",
+        "Source records the background audit (audit_interval) read, by result: equal, mismatched (its copy differs), missing (no copy at its mapped offset), extra (a target record no source record maps to), unplaced (the offset map does not place it: not compared), unreadable (gone at the source before audited), removed_on_target (its copy is below the target's log start: retention or DeleteRecords there)",
         audited,
     );
     registry.register(
         "audit_passes",
         "Passes of the background audit on this instance (the leader)",
         audit_passes,
+    );
+    registry.register(
+        "audit_failed_reads",
+        "Partition reads of the background audit that failed (audited again from where they were at the next pass)",
+        audit_failed,
     );
     registry.register(
         "audit_behind_records",

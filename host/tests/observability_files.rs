@@ -101,6 +101,8 @@ tests:
       - {series: 'kmirror_audit_records_total{flow="a->b",result="equal",instance="k1",job="kmirror"}', values: '0+100x40'}
       - {series: 'kmirror_audit_records_total{flow="c->d",result="equal",instance="k1",job="kmirror"}', values: '0+100x40'}
       - {series: 'kmirror_audit_records_total{flow="c->d",result="missing",instance="k1",job="kmirror"}', values: '0x40'}
+      # e->f: a new leader's audit whose first pass (its first sample) already found 10.
+      - {series: 'kmirror_audit_records_total{flow="e->f",result="missing",instance="k2",job="kmirror"}', values: '_ _ _ 10x37'}
       - {series: 'kmirror_unowned_partitions{flow="a->b",instance="k1",job="kmirror"}', values: '0 0 3x40'}
       - {series: 'kmirror_unowned_partitions{flow="c->d",instance="k1",job="kmirror"}', values: '0x40'}
       - {series: 'kmirror_plugin_errors_total{plugin="/p/f.wasm",kind="trap",instance="k1",job="kmirror"}', values: '0+2x40'}
@@ -145,7 +147,9 @@ tests:
       - {eval_time: 2m, alertname: KmirrorAuditFoundDifferences}
       - eval_time: 4m
         alertname: KmirrorAuditFoundDifferences
-        exp_alerts: [exp_labels: {severity: critical, flow: "a->b", result: extra, instance: k1, job: kmirror}]
+        exp_alerts:
+          - exp_labels: {severity: critical, flow: "a->b", result: extra, instance: k1, job: kmirror}
+          - exp_labels: {severity: critical, flow: "e->f", result: missing, instance: k2, job: kmirror}
       - {eval_time: 30m, alertname: KmirrorAuditFoundDifferences}
       - {eval_time: 2m, alertname: KmirrorPartitionUnowned}
       - eval_time: 3m

@@ -217,6 +217,17 @@ fn render_flow(out: &mut String, flow: &Value, now_ms: i64) {
             n("unreadable"),
             n("behind"),
         );
+        let (removed, compacted, failed) = (
+            n("removed_on_target"),
+            n("compacted_topics"),
+            n("failed_reads"),
+        );
+        if removed + compacted + failed > 0 {
+            let _ = writeln!(
+                out,
+                "  audit skipped: {removed} record(s) whose copies the target no longer holds (retention, DeleteRecords), {compacted} compacted topic(s); {failed} partition read(s) failed (tried again at the next pass)"
+            );
+        }
         let found = audit["differences"]
             .as_array()
             .map(Vec::as_slice)
@@ -754,6 +765,7 @@ mod tests {
             text.contains("  audit: 4 pass(es), the last 2.0s ago: 220 record(s) equal, 0 mismatched, 10 missing, 7 extra on the target (3 not placed by the offset syncs, 0 unreadable at the source, 40 not audited yet)\n"),
             "{text}"
         );
+        assert!(!text.contains("audit skipped"), "nothing skipped: {text}");
         let shown: Vec<&str> = text
             .lines()
             .filter(|l| l.starts_with("  audit found: "))

@@ -265,6 +265,7 @@ async fn check(
     let (topic, partition) = (row.topic.clone(), row.partition);
     let covered = store.newest_upstream(&topic, partition);
     let place = |u: i64| store.exact(&topic, partition, u);
+    let linked = |a: i64, b: i64| store.linked(&topic, partition, a, b);
     let pair = Pair {
         topic: &topic,
         target: &row.target,
@@ -276,7 +277,7 @@ async fn check(
         pair,
         (row.from, row.to),
         stretch,
-        &place,
+        (&place, &linked),
         covered,
         &mut position,
         &mut row.report,

@@ -63,6 +63,9 @@ pub struct AuditSettings {
     pub records_per_second: u64,
 }
 
+/// The highest audit rate (records a second).
+pub const MAX_AUDIT_RATE: u64 = 10_000_000;
+
 /// The most shards an exactly-once flow may have.
 pub const MAX_SHARDS: u32 = 256;
 /// Shards of an exactly-once flow unless configured (measured on 2 cores, 12 partitions of
@@ -295,10 +298,10 @@ impl FlowSettings {
             });
         }
         if c.audit_interval.is_some() {
-            if c.audit_records_per_second == 0 {
+            if !(1..=MAX_AUDIT_RATE).contains(&c.audit_records_per_second) {
                 errors.push(SettingError {
                     key: "audit_records_per_second",
-                    message: "must be at least 1".into(),
+                    message: format!("must be between 1 and {MAX_AUDIT_RATE}"),
                 });
             }
             if !c.record_transforms.is_empty() {

@@ -30,6 +30,18 @@ pub struct Cursor {
     pub next: i64,
     /// The target side's position after the records audited.
     pub position: Position,
+    /// The epoch of the map it was audited by (a rewind places records elsewhere: the
+    /// audit starts over).
+    pub epoch: u64,
+}
+
+/// What the map places of a partition now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    /// The oldest source offset it places.
+    pub oldest: i64,
+    /// Its epoch.
+    pub epoch: u64,
 }
 
 /// What the offset map and the source say of a partition now.
@@ -61,36 +73,42 @@ pub struct Planned {
 }
 
 /// The partitions of `routes` with their cursors: cursors of partitions no longer mirrored,
-/// or mirrored to another target topic, are dropped; a partition seen for the first time
-/// starts at the oldest placed offset (`bounds` says `None` while the map places nothing).
+/// or mirrored to another target topic, are dropped; a partition seen for the first time,
+/// or whose map was rewound since (a new epoch: a topic recreated, records mirrored again
+/// from an older position), starts at the oldest placed offset (`placed` says `None` while
+/// the map places nothing). Returns the partitions started over after a rewind.
 pub fn follow_routes(
     cursors: &mut BTreeMap<Tp, Cursor>,
     routes: &Routes,
-    bounds: impl Fn(&Tp) -> Option<(i64, i64)>,
-) {
+    placed: impl Fn(&Tp) -> Option<Placed>,
+) -> Vec<Tp> {
     cursors.retain(|(topic, p), c| {
         routes
             .get(topic)
             .is_some_and(|r| r.target == c.target && *p < r.partitions)
     });
+    let mut rewound = Vec::new();
     for (topic, route) in routes {
         for p in 0..route.partitions {
             let tp = (topic.clone(), p);
-            if cursors.contains_key(&tp) {
-                continue;
+            let Some(now) = placed(&tp) else { continue };
+            match cursors.get(&tp) {
+                Some(c) if c.epoch == now.epoch => continue,
+                Some(_) => rewound.push(tp.clone()),
+                None => {}
             }
-            if let Some((oldest, _)) = bounds(&tp) {
-                cursors.insert(
-                    tp,
-                    Cursor {
-                        target: route.target.clone(),
-                        next: oldest,
-                        position: Position::default(),
-                    },
-                );
-            }
+            cursors.insert(
+                tp,
+                Cursor {
+                    target: route.target.clone(),
+                    next: now.oldest,
+                    position: Position::default(),
+                    epoch: now.epoch,
+                },
+            );
         }
     }
+    rewound
 }
 
 /// What a pass audits: each partition from its cursor to its newest placed offset, at most

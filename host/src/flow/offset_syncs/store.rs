@@ -237,6 +237,19 @@ impl PartitionSyncs {
         (consecutive(a, b) && up - a.up < run).then_some(a.down + (up - a.up))
     }
 
+    /// Whether source records `a` and `b` (`a` < `b`, both placed) lie in one writer's
+    /// contiguous stretch: every retained sync from `a`'s to `b`'s follows the one before it
+    /// in the same writer session. Not so across a writer's crash or a handover (a new
+    /// session), a sync missing, or syncs without markers (MirrorMaker 2's).
+    fn linked(&self, a: i64, b: i64) -> bool {
+        let ia = self.dense.partition_point(|e| e.up <= a);
+        let ib = self.dense.partition_point(|e| e.up <= b);
+        if ia == 0 || ib < ia {
+            return false;
+        }
+        (ia - 1..ib - 1).all(|i| consecutive(&self.dense[i], &self.dense[i + 1]))
+    }
+
     fn translate(&self, g: i64) -> Option<i64> {
         self.translate_counted(g).map(|(offset, _)| offset)
     }
@@ -382,6 +395,22 @@ impl OffsetSyncStore {
         self.partitions
             .get(&(topic.to_string(), partition))?
             .exact(up)
+    }
+
+    /// Whether the retained syncs link placed source records `a` < `b` of
+    /// `topic`/`partition` into one writer's contiguous stretch (see
+    /// `PartitionSyncs::linked`): only then is a target record between their copies
+    /// known to be no copy of theirs.
+    pub fn linked(&self, topic: &str, partition: i32, a: i64, b: i64) -> bool {
+        self.partitions
+            .get(&(topic.to_string(), partition))
+            .is_some_and(|p| p.linked(a, b))
+    }
+
+    /// The epoch of a partition's syncs (bumped at every rewind: what was placed before
+    /// may be placed elsewhere now).
+    pub fn epoch(&self, topic: &str, partition: i32) -> Option<u64> {
+        Some(self.partitions.get(&(topic.to_string(), partition))?.epoch)
     }
 
     /// The source offset of the oldest retained sync of a partition: the first record the

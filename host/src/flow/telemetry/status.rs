@@ -221,8 +221,20 @@ pub struct AuditStatus {
     /// Target records no source record maps to.
     pub extra: u64,
     /// Source records the offset map does not place exactly (a sync lost in a crash or a
-    /// handover): not compared.
+    /// handover), and source offsets skipped because the syncs kept no longer place them:
+    /// not compared.
     pub unplaced: u64,
+    /// Source records whose copies are gone from the target (below its log start: its
+    /// retention, or DeleteRecords there): not compared.
+    pub removed_on_target: u64,
+    /// Target records among copies the map cannot attribute (a writer that crashed or
+    /// handed over left copies the next one mirrored again): not judged.
+    pub target_unplaced: u64,
+    /// Mirrored topics not audited because they are compacted (on either side).
+    pub compacted_topics: u64,
+    /// Partition reads that failed (the partition is audited again from where it was at
+    /// the next pass).
+    pub failed_reads: u64,
     /// Source offsets the source no longer held when the audit reached them (retention).
     pub unreadable: u64,
     /// Source records mirrored and placed but not audited yet (the last pass's view).

@@ -27,6 +27,10 @@ pub struct Seen {
     pub headers: Vec<(String, Option<Vec<u8>>)>,
     /// Its timestamp (ms since the epoch), if it has one.
     pub timestamp: Option<i64>,
+    /// Whether the broker set the timestamp when it appended the record (a topic with
+    /// `message.timestamp.type=LogAppendTime`): such a timestamp is not the record's own,
+    /// and is not compared.
+    pub log_append_time: bool,
 }
 
 impl Seen {
@@ -38,7 +42,10 @@ impl Seen {
             Some("value")
         } else if self.headers != target.headers {
             Some("headers")
-        } else if self.timestamp != target.timestamp {
+        } else if self.timestamp != target.timestamp
+            && !self.log_append_time
+            && !target.log_append_time
+        {
             Some("timestamp")
         } else {
             None
@@ -82,6 +89,10 @@ pub struct PartitionReport {
     /// stretch's first target records may be its copies).
     #[serde(skip)]
     pub ends_unplaced: bool,
+    /// The last source record compared that the map places (the next stretch's first
+    /// placed record is judged linked to it or not).
+    #[serde(skip)]
+    pub last_placed: Option<i64>,
 }
 
 impl PartitionReport {
@@ -99,6 +110,7 @@ impl PartitionReport {
         self.not_covered += other.not_covered;
         self.target_unplaced += other.target_unplaced;
         self.ends_unplaced = other.ends_unplaced;
+        self.last_placed = other.last_placed.or(self.last_placed);
         extend(&mut self.mismatched, other.mismatched);
         extend(&mut self.missing, other.missing);
         extend(&mut self.extra, other.extra);
@@ -128,9 +140,39 @@ pub fn compare(
     covered_to: Option<i64>,
     after_unplaced: bool,
 ) -> PartitionReport {
+    let carried = Carried {
+        after_unplaced,
+        last_placed: None,
+    };
+    compare_linked(source, target, map, |_, _| true, covered_to, carried)
+}
+
+/// What a partition's comparison carries from one stretch to the next.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// The last source record compared was one the map does not place.
+    pub after_unplaced: bool,
+    /// The last source record compared that the map places.
+    pub last_placed: Option<i64>,
+}
+
+/// [`compare`], where `linked(a, b)` says whether the map links placed source records `a`
+/// and `b` (one writer's contiguous run, or consecutive syncs of one writer session): the
+/// target records between two placed records it does not link are not judged either — a
+/// writer that crashed or handed over left copies there the next writer mirrored again
+/// (duplicates of an at-least-once restart), not records of another writer.
+pub fn compare_linked(
+    source: impl IntoIterator<Item = Seen>,
+    target: impl IntoIterator<Item = Seen>,
+    map: impl Fn(i64) -> Option<i64>,
+    linked: impl Fn(i64, i64) -> bool,
+    covered_to: Option<i64>,
+    carried: Carried,
+) -> PartitionReport {
     let mut report = PartitionReport::default();
     let mut target = target.into_iter().peekable();
-    let mut unplaced = after_unplaced;
+    let mut unplaced = carried.after_unplaced;
+    let mut last_placed = carried.last_placed;
     let skipped = |report: &mut PartitionReport, at: i64, unplaced: bool| {
         if unplaced {
             report.target_unplaced += 1;
@@ -152,11 +194,13 @@ pub fn compare(
             continue;
         };
         // Target records before the one this record maps to: no source record's, or the
-        // copies of unplaced ones.
+        // copies of unplaced ones (or of a writer the map does not link to this one).
+        let unjudged = unplaced || last_placed.is_some_and(|l| !linked(l, s.offset));
         while let Some(t) = target.next_if(|t| t.offset < at) {
-            skipped(&mut report, t.offset, unplaced);
+            skipped(&mut report, t.offset, unjudged);
         }
         unplaced = false;
+        last_placed = Some(s.offset);
         match target.next_if(|t| t.offset == at) {
             Some(t) => match s.differs(&t) {
                 None => report.equal += 1,
@@ -181,6 +225,7 @@ pub fn compare(
         skipped(&mut report, t.offset, unplaced);
     }
     report.ends_unplaced = unplaced;
+    report.last_placed = last_placed;
     report
 }
 
@@ -195,6 +240,7 @@ mod tests {
             value: Some(value.as_bytes().to_vec()),
             headers: vec![("id".into(), Some(value.as_bytes().to_vec()))],
             timestamp: Some(1_700_000_000_000 + offset),
+            log_append_time: false,
         }
     }
 
@@ -340,5 +386,64 @@ mod tests {
         t[1].key = None;
         let report = compare(s, t, Some, Some(1), false);
         assert_eq!(report.mismatched, vec![(0, 0, "timestamp"), (1, 1, "key")]);
+    }
+
+    #[test]
+    fn a_timestamp_the_broker_set_is_not_compared() {
+        let s = vec![rec(0, "a")];
+        let mut t = s.clone();
+        t[0].timestamp = Some(1);
+        t[0].log_append_time = true;
+        let report = compare(s, t, Some, Some(0), false);
+        assert_eq!((report.equal, report.mismatched_count), (1, 0));
+    }
+
+    /// A writer crashed after its last sync (source 10 at target 0): its copies of 11 and
+    /// 12 are on the target (1, 2), the next writer mirrored 11.. again from target 3 on
+    /// with a sync of its own session. The copies between are not another writer's records.
+    #[test]
+    fn the_copies_a_crashed_writer_left_between_two_sessions_are_not_extra() {
+        let s: Vec<Seen> = (10..14).map(|o| rec(o, &format!("v{o}"))).collect();
+        let mut t = vec![Seen {
+            offset: 0,
+            ..s[0].clone()
+        }];
+        t.push(Seen {
+            offset: 1,
+            ..s[1].clone()
+        });
+        t.push(Seen {
+            offset: 2,
+            ..s[2].clone()
+        });
+        for (i, r) in s[1..].iter().enumerate() {
+            t.push(Seen {
+                offset: 3 + i as i64,
+                ..r.clone()
+            });
+        }
+        let map = |up: i64| match up {
+            10 => Some(0),
+            11..=13 => Some(up - 8),
+            _ => None,
+        };
+        // The second session's run is linked within itself, not to the first's sync.
+        let linked = |a: i64, b: i64| (a >= 11) == (b >= 11);
+        let report = compare_linked(
+            s.clone(),
+            t.clone(),
+            map,
+            linked,
+            Some(13),
+            Carried::default(),
+        );
+        assert_eq!(
+            (report.equal, report.extra_count, report.target_unplaced),
+            (4, 0, 2),
+            "{report:?}"
+        );
+        // Linked (one session, as if no crash), the same two records are extra.
+        let report = compare_linked(s, t, map, |_, _| true, Some(13), Carried::default());
+        assert_eq!((report.extra_count, report.extra.clone()), (2, vec![1, 2]));
     }
 }

@@ -1,7 +1,7 @@
 //! Reading both sides of a partition for the comparison (`kmirror verify` and the
 //! background audit): a source range, and the target records its mapped copies lie among.
 
-use super::{PartitionReport, Seen, compare};
+use super::{Carried, PartitionReport, Seen, compare_linked};
 use crate::kafka::clients::headers_of;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
@@ -41,18 +41,25 @@ pub struct Position {
     pub next_target: Option<i64>,
     /// Whether the last source record compared was one the map does not place.
     pub ends_unplaced: bool,
+    /// The last source record compared that the map places.
+    pub last_placed: Option<i64>,
 }
 
 /// Compares source offsets `from..to` of `pair`, `stretch` source offsets at a time (the
 /// records of one stretch are held in memory), placing each with `place` (its exact target
-/// offset); adds the verdict to `report` and calls `advanced` with each stretch's length.
+/// offset) and `linked` (whether the map links two placed records: see
+/// [`compare_linked`]); adds the verdict to `report` and calls `advanced` with each
+/// stretch's length.
 #[allow(clippy::too_many_arguments)]
 pub async fn check_range(
     (source, target): (&StreamConsumer, &StreamConsumer),
     pair: Pair<'_>,
     (from, to): (i64, i64),
     stretch: i64,
-    place: &(dyn Fn(i64) -> Option<i64> + Sync),
+    (place, linked): (
+        &(dyn Fn(i64) -> Option<i64> + Sync),
+        &(dyn Fn(i64, i64) -> bool + Sync),
+    ),
     covered: Option<i64>,
     position: &mut Position,
     report: &mut PartitionReport,
@@ -75,8 +82,13 @@ pub async fn check_range(
         if let Some(b) = last {
             position.next_target = Some(b + 1);
         }
-        let verdict = compare(records, on_target, place, covered, position.ends_unplaced);
+        let carried = Carried {
+            after_unplaced: position.ends_unplaced,
+            last_placed: position.last_placed,
+        };
+        let verdict = compare_linked(records, on_target, place, linked, covered, carried);
         position.ends_unplaced = verdict.ends_unplaced;
+        position.last_placed = verdict.last_placed.or(position.last_placed);
         report.add(verdict);
         advanced(stretch_end - at);
         at = stretch_end;
@@ -125,6 +137,7 @@ pub async fn read_range(
                         .map(|(k, v)| (k.into_owned(), v.map(<[u8]>::to_vec)))
                         .collect(),
                     timestamp: m.timestamp().to_millis(),
+                    log_append_time: matches!(m.timestamp(), rdkafka::Timestamp::LogAppendTime(_)),
                 });
                 if m.offset() + 1 >= to {
                     break;

@@ -469,3 +469,29 @@ fn the_share_is_the_budget_split_evenly_within_its_bounds() {
     assert_eq!(share(MAX_SYNCS, 1_000), 1_048);
     assert_eq!(share(MAX_SYNCS, 100_000), MIN_SYNCS_PER_PARTITION);
 }
+
+#[test]
+fn records_are_linked_within_one_sessions_consecutive_syncs_only() {
+    let mut s = OffsetSyncStore::new();
+    // Session 1: syncs at 0 and 10 (a run), then at 20 after a break (an intruder on the
+    // target at 20); session 2 (a restart) re-mirrors from 25.
+    s.add(&sync(0, 0), marked(1, 0)).unwrap();
+    s.add(&sync(10, 10), marked(1, 1)).unwrap();
+    s.add(&sync(20, 21), marked(1, 2)).unwrap();
+    s.add(&sync(25, 30), marked(2, 0)).unwrap();
+    assert!(s.linked("t", 0, 3, 7), "one run");
+    assert!(s.linked("t", 0, 9, 20), "consecutive syncs of a session");
+    assert!(s.linked("t", 0, 0, 24));
+    assert!(!s.linked("t", 0, 24, 25), "a new session");
+    assert!(!s.linked("t", 0, 3, 26));
+    assert!(s.linked("t", 0, 25, 40));
+    // A sync missing (seq 3 -> 5) unlinks; unmarked (MM2's) syncs never link.
+    s.add(&sync(50, 55), marked(2, 2)).unwrap();
+    assert!(!s.linked("t", 0, 30, 50));
+    let mut mm2 = OffsetSyncStore::new();
+    mm2.add(&sync(0, 0), None).unwrap();
+    mm2.add(&sync(10, 10), None).unwrap();
+    assert!(!mm2.linked("t", 0, 1, 10));
+    assert!(mm2.linked("t", 0, 10, 10), "one sync links with itself");
+    assert!(!s.linked("other", 0, 1, 2));
+}
