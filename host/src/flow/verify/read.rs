@@ -31,6 +31,12 @@ pub struct Pair<'a> {
     pub partition: i32,
 }
 
+/// Where the map places a source record on the target (`None`: not exactly).
+pub type Place<'a> = &'a (dyn Fn(i64) -> Option<i64> + Sync);
+
+/// Whether the map links two placed source records into one writer's stretch.
+pub type Linked<'a> = &'a (dyn Fn(i64, i64) -> bool + Sync);
+
 /// Where a partition's comparison stands between stretches (and, for the audit, between
 /// passes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,10 +62,7 @@ pub async fn check_range(
     pair: Pair<'_>,
     (from, to): (i64, i64),
     stretch: i64,
-    (place, linked): (
-        &(dyn Fn(i64) -> Option<i64> + Sync),
-        &(dyn Fn(i64, i64) -> bool + Sync),
-    ),
+    (place, linked): (Place<'_>, Linked<'_>),
     covered: Option<i64>,
     position: &mut Position,
     report: &mut PartitionReport,
