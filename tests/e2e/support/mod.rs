@@ -47,23 +47,90 @@ pub fn poll_until<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Opt
     }
 }
 
-/// A loopback port free now and never handed out before in this test process: the kernel
-/// may give the same ephemeral port to two binds once the first is closed, and two listeners
-/// of one broker on one port fail its start.
+/// A loopback port free now and not handed out to any test process in the last 15
+/// minutes: the kernel may give the same ephemeral port to two binds once the first is
+/// closed, and a port chosen here is bound later (a broker's listener, a kmirror's status
+/// endpoint started half a minute on). nextest runs each test in its own process, so the
+/// ports handed out are kept in a file under the temporary directory, under `flock`.
 fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let shared = SharedPorts::lock();
+    let mut recent = shared.as_ref().map(SharedPorts::recent).unwrap_or_default();
     for _ in 0..1000 {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("free port");
-        if given.insert(port) {
+        if !recent.contains_key(&port) && given.insert(port) {
+            recent.insert(port, SharedPorts::now());
+            if let Some(s) = shared {
+                s.keep(&recent);
+            }
             return port;
         }
     }
     panic!("no loopback port not handed out before in 1,000 tries");
+}
+
+/// The ports handed out to the test processes of this machine lately, in a file locked
+/// while one process chooses.
+struct SharedPorts {
+    file: std::fs::File,
+}
+
+/// How long a port handed out stays reserved.
+const PORT_RESERVED_SECS: u64 = 15 * 60;
+
+impl SharedPorts {
+    /// The file, locked (`None`: it cannot be used; the process-local check still holds).
+    fn lock() -> Option<SharedPorts> {
+        use std::os::fd::AsRawFd;
+        let path = std::env::temp_dir().join("kmirror-test-ports");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .ok()?;
+        // SAFETY: flock on a descriptor this struct owns; released when it is closed.
+        (unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0)
+            .then_some(SharedPorts { file })
+    }
+
+    fn now() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    }
+
+    /// The ports handed out in the last [`PORT_RESERVED_SECS`], with when.
+    fn recent(&self) -> std::collections::BTreeMap<u16, u64> {
+        use std::io::Read;
+        let mut text = String::new();
+        let _ = (&self.file).read_to_string(&mut text);
+        let now = Self::now();
+        text.lines()
+            .filter_map(|l| {
+                let (port, at) = l.split_once(' ')?;
+                let at: u64 = at.parse().ok()?;
+                (now.saturating_sub(at) < PORT_RESERVED_SECS)
+                    .then(|| Some((port.parse().ok()?, at)))?
+            })
+            .collect()
+    }
+
+    /// Writes `ports` back (the ones older than the reservation were left out when read).
+    fn keep(self, ports: &std::collections::BTreeMap<u16, u64>) {
+        use std::io::{Seek, Write};
+        let text: String = ports.iter().map(|(p, at)| format!("{p} {at}\n")).collect();
+        let mut f = &self.file;
+        let _ = f.set_len(0);
+        let _ = f.seek(std::io::SeekFrom::Start(0));
+        let _ = f.write_all(text.as_bytes());
+    }
 }
 
 /// A log's ERROR and WARN lines (the last 40) and its last 20 lines.
@@ -328,6 +395,14 @@ impl Kmirror {
     /// Sends SIGTERM and waits; returns the exit code.
     pub fn stop(&mut self) -> Option<i32> {
         let mut child = self.child.take()?;
+        if let Ok(Some(status)) = child.try_wait() {
+            eprintln!(
+                "kmirror ({}) had exited by itself ({status}) before SIGTERM; its errors and last lines:\n{}",
+                self.log.display(),
+                log_digest(&self.logs())
+            );
+            return status.code();
+        }
         // SAFETY: signalling our own child by pid.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(60);
