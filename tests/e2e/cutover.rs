@@ -347,3 +347,203 @@ fn a_failover_interrupted_twice_goes_on_where_it_stopped() {
     assert_eq!(count(&dst, "primary.orders", 2, 210), 210);
     assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
 }
+
+/// A consumer of `topic` in `group` from its committed offsets: the values it is handed
+/// within a few seconds.
+fn resume(addr: &str, group: &str, topic: &str) -> Vec<String> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .expect("consumer");
+    c.subscribe(&[topic]).expect("subscribe");
+    let mut out = Vec::new();
+    let until = std::time::Instant::now() + Duration::from_secs(12);
+    while std::time::Instant::now() < until {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+            use rdkafka::Message;
+            out.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+        }
+    }
+    out
+}
+
+/// `kmirror failback` (issue 37 item 3), the whole round trip on real Kafka: A -> B
+/// mirrored; failed over with group app; A takes 10 more records nobody mirrors (its
+/// divergent tail); the writers move to B (30 records of B's era) and app reads part of
+/// them there; failback to A through the daemon's reverse flow. Afterwards A holds every
+/// record of B's era once, after the tail; the tail is in the quarantine topic with its
+/// origin named; app resumes on A exactly after what it read on B — none of the tail.
+#[test]
+fn a_failback_brings_the_targets_era_home_once_and_quarantines_the_divergent_tail() {
+    let (primary, backup) = Broker::kafka_pair(&KafkaOptions::default(), &KafkaOptions::default());
+    let (a, b) = (Client::new(&primary.addr), Client::new(&backup.addr));
+    a.create_topic("orders", 2);
+    a.produce_ids("orders", 2, 0, 100);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = free_addr();
+    let flow = |s: &str, t: &str| {
+        format!(
+            "[[flows]]\nsource = \"{s}\"\ntarget = \"{t}\"\nrefresh_topics_interval = \"1s\"\noffset_flush_interval = \"500ms\"\nemit_heartbeats_enabled = false\nreplication_factor = 1\n"
+        )
+    };
+    let flows = format!(
+        "{}\n{}",
+        flow("primary", "backup"),
+        flow("backup", "primary")
+    );
+    let config = config_file(
+        dir.path(),
+        &primary.addr,
+        &backup.addr,
+        &plugins_dir(),
+        Some(&status),
+        &flows,
+    );
+    let mut k = Kmirror::start(&config, &dir.path().join("kmirror.log"));
+    assert_eq!(
+        tally(&b, "primary.orders", 2, 100, T),
+        (0, 0),
+        "log:\n{}",
+        k.logs()
+    );
+    commit(&primary.addr, "app", "orders", &[(0, 30), (1, 30)]);
+    let (code, out, err) = failover(&config, &["--groups", "app"]);
+    assert_eq!(code, Some(0), "{out}\n{err}\nlog:\n{}", k.logs());
+    assert_eq!(
+        committed(&backup.addr, "app", "primary.orders", 2),
+        [(0, 30), (1, 30)].into()
+    );
+
+    // A's divergent tail: written after the failover, never mirrored.
+    a.produce_ids("orders", 2, 100, 110);
+    // B's era: the writers moved; app read all of A's era and 5 of B's per partition there.
+    for i in 0..30 {
+        let v = format!("b-{i}");
+        b.produce(
+            "primary.orders",
+            i % 2,
+            v.as_bytes(),
+            v.as_bytes(),
+            &[],
+            1_700_000_000_000,
+        );
+    }
+    b.flush();
+    commit(&backup.addr, "app", "primary.orders", &[(0, 55), (1, 55)]);
+
+    let (code, plan, err) = kmirror_cli(&[
+        "failback",
+        "--config",
+        config.to_str().expect("path"),
+        "--flow",
+        "primary->backup",
+        "--dry-run",
+    ]);
+    assert_eq!(code, Some(0), "{plan}\n{err}");
+    assert!(
+        plan.contains("primary.orders on backup goes home to orders on primary"),
+        "{plan}"
+    );
+    assert_eq!(
+        count(&b, "primary.orders", 2, 130),
+        130,
+        "a dry run changes nothing"
+    );
+    let (code, out, err) = kmirror_cli(&[
+        "failback",
+        "--config",
+        config.to_str().expect("path"),
+        "--flow",
+        "primary->backup",
+        "--groups",
+        "app",
+        "--wait",
+        "60s",
+    ]);
+    assert_eq!(code, Some(0), "{out}\n{err}\nlog:\n{}", k.logs());
+    assert!(
+        out.contains("orders[0]: its divergent tail, offsets 50..55, is in kmirror-quarantine.orders.internal (5 record(s))"),
+        "{out}"
+    );
+
+    // A holds every record of B's era once, after its own 110.
+    let home = a.read_all("orders", 2, 140, Duration::from_secs(20));
+    let values = count_values(&home);
+    for i in 0..30 {
+        assert_eq!(values.get(&format!("b-{i}")), Some(&1), "b-{i}: {values:?}");
+    }
+    assert_eq!(home.len(), 140, "{values:?}");
+    // The tail, in quarantine, each record naming its origin.
+    let q = a.read_all(
+        "kmirror-quarantine.orders.internal",
+        2,
+        10,
+        Duration::from_secs(10),
+    );
+    let mut tail: Vec<String> = q
+        .iter()
+        .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned())
+        .collect();
+    tail.sort();
+    let want: Vec<String> = {
+        let mut w: Vec<String> = (100..110).map(|i| format!("id-{i}")).collect();
+        w.sort();
+        w
+    };
+    assert_eq!(tail, want);
+    assert!(q.iter().all(|r| {
+        r.headers.iter().any(|(k, v)| {
+            k == "kmirror-quarantined-from"
+                && v.as_deref().is_some_and(|v| v.starts_with(b"orders/"))
+        })
+    }));
+    // app resumes on A after what it read on B: B's era from its sixth record on, per
+    // partition; nothing of the tail, nothing of A's era again.
+    assert_eq!(
+        committed(&primary.addr, "app", "orders", 2),
+        [(0, 60), (1, 60)].into()
+    );
+    let got = resume(&primary.addr, "app", "orders");
+    assert_eq!(got.len(), 20, "{got:?}");
+    assert!(got.iter().all(|v| v.starts_with("b-")), "{got:?}");
+    // The daemon's reverse flow stopped mirroring it (failed over home).
+    let f = http_get(&status, "/status").expect("status").1;
+    let reverse = f["flows"]
+        .as_array()
+        .expect("flows")
+        .iter()
+        .find(|f| f["flow"] == "backup->primary")
+        .cloned()
+        .expect("reverse flow");
+    assert_eq!(
+        reverse["failed_over"]["primary.orders"]["target"], "orders",
+        "{reverse}"
+    );
+    // Run again: nothing is prepared twice.
+    let (code, out, err) = kmirror_cli(&[
+        "failback",
+        "--config",
+        config.to_str().expect("path"),
+        "--flow",
+        "primary->backup",
+        "--groups",
+        "app",
+        "--now",
+    ]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(out.contains("failed back already"), "{out}");
+    assert_eq!(
+        a.read_all(
+            "kmirror-quarantine.orders.internal",
+            2,
+            10,
+            Duration::from_secs(4)
+        )
+        .len(),
+        10
+    );
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+}

@@ -38,37 +38,37 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// How long reading an internal topic to its end may take.
-const READ: Duration = Duration::from_secs(30);
+pub(super) const READ: Duration = Duration::from_secs(30);
 
 /// `kmirror failover`'s arguments.
 #[derive(Debug, Args)]
 pub struct FailoverArgs {
     /// The configuration file.
     #[arg(long, short)]
-    config: PathBuf,
+    pub(super) config: PathBuf,
     /// The flow, SOURCE->TARGET.
     #[arg(long)]
-    flow: String,
+    pub(super) flow: String,
     /// Only these source topics (comma-separated; default: every topic the flow mirrors).
     #[arg(long, value_delimiter = ',')]
-    topics: Vec<String>,
+    pub(super) topics: Vec<String>,
     /// Only these consumer groups (comma-separated; default: every group the flow's group
     /// filter accepts that committed an offset on a chosen topic).
     #[arg(long, value_delimiter = ',')]
-    groups: Vec<String>,
+    pub(super) groups: Vec<String>,
     /// Print the readiness report and change nothing (exit 1 when a group is not ready).
     #[arg(long)]
-    dry_run: bool,
+    pub(super) dry_run: bool,
     /// Do not wait for the mirror to reach the source's end: stop at once, naming the
     /// records not mirrored per partition.
     #[arg(long)]
-    now: bool,
+    pub(super) now: bool,
     /// How long to wait for the mirror to reach the source's end (e.g. 30s, 10m).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
-    wait: Duration,
+    pub(super) wait: Duration,
     /// Print JSON.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 /// Runs `kmirror failover`.
@@ -141,13 +141,13 @@ pub fn readiness(
     })
 }
 
-type Failed = (u8, String);
+pub(super) type Failed = (u8, String);
 
 fn cannot(e: impl std::fmt::Display) -> Failed {
     (2, e.to_string())
 }
 
-async fn failover(flow: ResolvedFlow, args: &FailoverArgs) -> Result<ExitCode, Failed> {
+pub(super) async fn failover(flow: ResolvedFlow, args: &FailoverArgs) -> Result<ExitCode, Failed> {
     let o = open(flow, &args.topics).await?;
     let state = read_control(&o).await?;
     let report = assess(&o, &args.groups, &state).await?;
@@ -203,7 +203,7 @@ async fn failover(flow: ResolvedFlow, args: &FailoverArgs) -> Result<ExitCode, F
     Ok(finish(&o, &report, &state, &outcomes, args.json))
 }
 
-async fn read_control(o: &Opened) -> Result<ControlState, Failed> {
+pub(super) async fn read_control(o: &Opened) -> Result<ControlState, Failed> {
     Ok(control::read(&o.target, &o.control_topic, READ)
         .await
         .map_err(|e| (2, format!("reading the failover control topic: {e}")))?
@@ -213,7 +213,7 @@ async fn read_control(o: &Opened) -> Result<ControlState, Failed> {
 /// The flow and the chosen topics' routes: as discovery decides them, or — the source
 /// cannot be listed (it is gone: a disaster) — from the target's topics back to the source
 /// names the replication policy gives and the flow's plugins route there.
-async fn open(flow: ResolvedFlow, topics: &[String]) -> Result<Opened, Failed> {
+pub(super) async fn open(flow: ResolvedFlow, topics: &[String]) -> Result<Opened, Failed> {
     let source = Cluster::new(&flow.source).map_err(cannot)?;
     let target = Cluster::new(&flow.target).map_err(cannot)?;
     let plugins = FlowPlugins::for_flow(&flow);

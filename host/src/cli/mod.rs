@@ -4,6 +4,7 @@
 mod cutover;
 mod cutover_read;
 mod daemon;
+mod failback;
 mod failover;
 mod import_mm2;
 mod import_mm2_config;
@@ -85,6 +86,12 @@ pub enum Command {
     /// group is not ready). Exit 0 when everything chosen failed over, 1 when something did
     /// not (run it again to go on), 2 when it cannot run.
     Failover(cutover::FailoverArgs),
+    /// Bring a flow's failed-over topics home to its source without copying their history
+    /// again: the source's divergent tail (records that never reached the target) copied to
+    /// a quarantine topic and listed, the reverse flow (which the daemon runs) made to
+    /// mirror the target's records from where the failover left them, then that flow's
+    /// failover: consumer groups land after the tail. Resumable; --dry-run prints the plan.
+    Failback(failback::FailbackArgs),
     /// Internal: compiles the component on stdin to stdout (kmirror's compiler process).
     #[command(name = "__compile-plugin", hide = true)]
     CompilePlugin,
@@ -152,6 +159,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Status(args) => status::run(args, &cache),
         Command::Verify(args) => verify::run(args, &cache),
         Command::Failover(args) => cutover::run(args, &cache),
+        Command::Failback(args) => failback::run(args, &cache),
         Command::ImportMm2Config(args) => import_mm2_config::run(&args),
         Command::CompilePlugin => crate::plugin::compile::compile_stdin_to_stdout(),
     }

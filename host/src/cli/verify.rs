@@ -169,7 +169,16 @@ pub(super) async fn mirrored(
         .batch(&names, rules::decide_with)
         .await
         .map_err(|e| format!("deciding the source topics: {e}"))?;
-    let routes = rules::plan(&listed, &on_target, &decided.decisions, &Routes::new()).mirror;
+    // Topics failed back into this flow's target (`kmirror failback`) are mirrored too.
+    let control = crate::flow::cutover::control_topic(&flow.source.alias);
+    let failed_back = crate::flow::cutover::control::read(target, &control, READ_TIMEOUT)
+        .await
+        .map_err(|e| format!("reading {control}: {e}"))?
+        .unwrap_or_default()
+        .failed_back;
+    let decisions = rules::with_failed_back(&decided.decisions, &failed_back);
+    let mut routes = rules::plan(&listed, &on_target, &decisions, &Routes::new()).mirror;
+    rules::start_failed_back(&mut routes, &failed_back);
     Ok((routes, internal))
 }
 

@@ -50,6 +50,7 @@ pub mod verify;
 use crate::kafka::KafkaError;
 use crate::policy::PluginError;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 use telemetry::FlowTelemetry;
 use tokio_util::sync::CancellationToken;
@@ -118,6 +119,10 @@ pub struct Route {
     pub target: String,
     /// How many of its partitions are replicated (0..partitions).
     pub partitions: i32,
+    /// Where a partition without stored progress starts, if not where `start_offset` says:
+    /// a topic failed back (`kmirror failback`) starts where the failover left it, so that
+    /// the history it shares with its target is not copied again.
+    pub start: Option<Arc<BTreeMap<i32, i64>>>,
 }
 
 impl Route {
@@ -126,7 +131,13 @@ impl Route {
         Route {
             target: target.into(),
             partitions,
+            start: None,
         }
+    }
+
+    /// Where `partition` starts without stored progress, if the route says.
+    pub fn start_of(&self, partition: i32) -> Option<i64> {
+        self.start.as_ref()?.get(&partition).copied()
     }
 }
 

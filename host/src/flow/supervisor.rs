@@ -370,13 +370,14 @@ pub async fn run(
         duties::run(duties, leader.clone(), stop.clone()),
     );
     let (failed_over_tx, failed_over) = watch::channel(None);
+    let (failed_back_tx, failed_back) = watch::channel(Arc::default());
     tasks.spawn(
         "failover control",
         cutover::control::run(
             target.clone(),
             control,
             telemetry.clone(),
-            failed_over_tx,
+            (failed_over_tx, failed_back_tx),
             stop.clone(),
         ),
     );
@@ -391,6 +392,7 @@ pub async fn run(
         leader,
         claims,
         failed_over,
+        failed_back,
     };
     tasks.spawn(
         "discovery",

@@ -1,8 +1,10 @@
 //! The failover control topic: compacted, one partition, on the target. `kmirror failover`
 //! writes `topic:<source topic>` when it stops the flow mirroring that topic and
-//! `group:<group>` once a group's translated offsets are committed on the target; a
-//! tombstone of `topic:<name>` (written by `kmirror failback`) lets the flow mirror it
-//! again. Values are JSON. Every instance of the flow reads the topic from its beginning
+//! `group:<group>` once a group's translated offsets are committed on the target; `kmirror
+//! failback` writes `failback:<source topic>` into the reverse flow's control topic (on the
+//! cluster failed back to) to have that flow mirror the topic back into the topic it was
+//! mirrored from, starting where the failover left it. A tombstone removes an entry.
+//! Values are JSON. Every instance of the flow reads the topic from its beginning
 //! and follows it ([`run`]); discovery publishes no routes before it has read it to its
 //! end, so a restarted instance never mirrors a topic failed over, even for a moment.
 
@@ -41,6 +43,38 @@ pub struct GroupFailedOver {
     pub partitions: usize,
 }
 
+/// A topic failed back (`kmirror failback`): this flow — the reverse of the one that failed
+/// it over — mirrors the source topic back into `target_topic`, the topic it was mirrored
+/// from, each partition from `from` (what the failed-over flow had put there ends before
+/// it), whatever the flow's topic filter and replication policy say of it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TopicFailedBack {
+    /// Its name on this flow's target: the topic it was mirrored from.
+    pub target_topic: String,
+    /// When (ms since the epoch).
+    pub at_ms: i64,
+    /// Per partition, the source offset mirroring starts at (the first record written
+    /// there after the failover).
+    pub from: BTreeMap<i32, i64>,
+    /// Where the target topic's divergent tail was copied to (on the target).
+    pub quarantine_topic: String,
+    /// Per partition, the divergent tail copied there.
+    #[serde(default)]
+    pub quarantined: BTreeMap<i32, Quarantined>,
+}
+
+/// The records of one partition of the failed-back topic that never reached the cluster
+/// failed over to (written after its mirror stopped), copied aside before the topic
+/// receives that cluster's records.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Quarantined {
+    /// The tail's offsets in the failed-back topic, [from, to).
+    pub from: i64,
+    pub to: i64,
+    /// Its records (transaction markers and aborted records are none).
+    pub records: u64,
+}
+
 /// What the control topic says, read to some point.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ControlState {
@@ -48,6 +82,13 @@ pub struct ControlState {
     pub topics: BTreeMap<String, TopicFailedOver>,
     /// Groups failed over, by name.
     pub groups: BTreeMap<String, GroupFailedOver>,
+    /// Source topics failed back, by name.
+    pub failed_back: BTreeMap<String, TopicFailedBack>,
+}
+
+/// The record key of a failed-back topic's entry.
+pub fn failback_key(source_topic: &str) -> String {
+    format!("failback:{source_topic}")
 }
 
 /// The record key of a topic's entry.
@@ -70,9 +111,12 @@ impl ControlState {
             entry(&mut self.topics, topic, value, "topic").map_err(|e| format!("key {key}: {e}"))
         } else if let Some(group) = key.strip_prefix("group:") {
             entry(&mut self.groups, group, value, "group").map_err(|e| format!("key {key}: {e}"))
+        } else if let Some(topic) = key.strip_prefix("failback:") {
+            entry(&mut self.failed_back, topic, value, "failback")
+                .map_err(|e| format!("key {key}: {e}"))
         } else {
             Err(format!(
-                "key {key}: neither `topic:<name>` nor `group:<name>`"
+                "key {key}: none of `topic:<name>`, `group:<name>`, `failback:<name>`"
             ))
         }
     }
@@ -138,6 +182,10 @@ pub async fn read(
 /// topic was read to its end once.
 pub type FailedOver = Option<Arc<BTreeMap<String, TopicFailedOver>>>;
 
+/// The source topics failed back, as the daemon follows them (published before the topics
+/// failed over, so that both are known once those are).
+pub type FailedBack = Arc<BTreeMap<String, TopicFailedBack>>;
+
 /// Follows the control topic until `shutdown`: reads it from its beginning, publishes the
 /// topics failed over once it reached the end, then every change. A read that fails is
 /// reported (the flow is degraded meanwhile) and started over from the beginning.
@@ -145,12 +193,12 @@ pub async fn run(
     target: Cluster,
     topic: String,
     telemetry: Arc<FlowTelemetry>,
-    failed_over: watch::Sender<FailedOver>,
+    (failed_over, failed_back): (watch::Sender<FailedOver>, watch::Sender<FailedBack>),
     shutdown: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(200);
     loop {
-        let followed = follow(&target, &topic, &telemetry, &failed_over);
+        let followed = follow(&target, &topic, &telemetry, (&failed_over, &failed_back));
         tokio::select! {
             _ = shutdown.cancelled() => return,
             e = followed => {
@@ -170,7 +218,7 @@ async fn follow(
     target: &Cluster,
     topic: &str,
     telemetry: &FlowTelemetry,
-    failed_over: &watch::Sender<FailedOver>,
+    (failed_over, failed_back): (&watch::Sender<FailedOver>, &watch::Sender<FailedBack>),
 ) -> crate::kafka::KafkaError {
     let mut reader = match InternalReader::open(target, topic).await {
         Ok(r) => r,
@@ -178,6 +226,13 @@ async fn follow(
     };
     let mut state = ControlState::default();
     let publish = |state: &ControlState| {
+        failed_back.send_if_modified(|now| {
+            let changed = **now != state.failed_back;
+            if changed {
+                *now = Arc::new(state.failed_back.clone());
+            }
+            changed
+        });
         let topics = Arc::new(state.topics.clone());
         failed_over.send_if_modified(|now| {
             let changed = now.as_deref() != Some(&*topics);
@@ -259,9 +314,39 @@ mod tests {
             .unwrap_err();
         assert!(e.contains("topic:orders"), "{e}");
         let e = s.apply(Some(b"orders"), Some(b"{}")).unwrap_err();
-        assert!(e.contains("neither"), "{e}");
+        assert!(e.contains("none of"), "{e}");
         assert!(s.apply(None, Some(b"{}")).is_err());
         assert!(s.apply(Some(&[0xff, 0xfe]), None).is_err());
         assert_eq!(s, before);
+    }
+
+    #[test]
+    fn a_failback_entry_is_kept_apart_until_its_tombstone() {
+        let mut s = ControlState::default();
+        let f = serde_json::to_vec(&TopicFailedBack {
+            target_topic: "orders".into(),
+            at_ms: 9,
+            from: [(0, 120), (1, 80)].into_iter().collect(),
+            quarantine_topic: "kmirror-quarantine.orders.internal".into(),
+            quarantined: [(
+                0,
+                Quarantined {
+                    from: 100,
+                    to: 105,
+                    records: 5,
+                },
+            )]
+            .into_iter()
+            .collect(),
+        })
+        .unwrap();
+        s.apply(Some(failback_key("primary.orders").as_bytes()), Some(&f))
+            .unwrap();
+        let back = &s.failed_back["primary.orders"];
+        assert_eq!((back.target_topic.as_str(), back.from[&1]), ("orders", 80));
+        assert_eq!(back.quarantined[&0].records, 5);
+        assert!(s.topics.is_empty() && s.groups.is_empty());
+        s.apply(Some(b"failback:primary.orders"), None).unwrap();
+        assert!(s.failed_back.is_empty());
     }
 }

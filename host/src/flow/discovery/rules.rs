@@ -1,6 +1,7 @@
 //! Discovery's rules as pure functions: which source topics are mirrored under which
 //! names ([`decide`]), and what to do about it given both clusters' snapshots ([`plan`]).
 
+use crate::flow::cutover::control::TopicFailedBack;
 use crate::flow::plugins::FlowNames;
 use crate::flow::{Route, Routes};
 use crate::kafka::invalid_topic_name;
@@ -489,6 +490,36 @@ pub fn describe(problem: &Problem) -> String {
             "source topic {source} is not mirrored: flow(s) {} also mirror into target topic {target}, and two sources in one topic would mix their records and offsets",
             flows.join(", ")
         ),
+    }
+}
+
+/// The decisions with the topics failed back (`kmirror failback`) mirrored into the topic
+/// each was mirrored from, whatever the flow's topic filter and replication policy said of
+/// it (they skip it: it came from this flow's target). Borrowed when none is.
+pub fn with_failed_back<'a>(
+    decisions: &'a BTreeMap<String, Decision>,
+    failed_back: &BTreeMap<String, TopicFailedBack>,
+) -> std::borrow::Cow<'a, BTreeMap<String, Decision>> {
+    if failed_back.is_empty() {
+        return std::borrow::Cow::Borrowed(decisions);
+    }
+    let mut all = decisions.clone();
+    for (topic, back) in failed_back {
+        all.insert(topic.clone(), Decision::Mirror(back.target_topic.clone()));
+    }
+    std::borrow::Cow::Owned(all)
+}
+
+/// A failed-back topic's route starts each partition without stored progress where the
+/// failover left it, not where `start_offset` says (the history before it is the target
+/// topic's own).
+pub fn start_failed_back(mirror: &mut Routes, failed_back: &BTreeMap<String, TopicFailedBack>) {
+    for (topic, back) in failed_back {
+        if let Some(route) = mirror.get_mut(topic)
+            && route.target == back.target_topic
+        {
+            route.start = Some(std::sync::Arc::new(back.from.clone()));
+        }
     }
 }
 

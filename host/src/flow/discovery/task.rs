@@ -14,7 +14,7 @@ use super::claims::TargetClaims;
 use super::clusters::Clusters;
 use super::rules::{self, Action, Decision, Plan, Problem, SkipReason, Snapshot};
 use crate::flow::Routes;
-use crate::flow::cutover::control::{FailedOver, TopicFailedOver};
+use crate::flow::cutover::control::{FailedBack, FailedOver, TopicFailedOver};
 use crate::flow::plugins::FlowPlugins;
 use crate::flow::telemetry::{Counter, FlowTelemetry};
 use crate::kafka::{Creation, KafkaError, TopicSpec};
@@ -49,6 +49,9 @@ pub struct DiscoveryContext<C> {
     /// The source topics failed over (never mirrored), from the failover control topic;
     /// `None` until it was read to its end: no pass publishes before.
     pub failed_over: watch::Receiver<FailedOver>,
+    /// The source topics failed back (mirrored into the topic they were mirrored from,
+    /// from where the failover left them), from the same topic.
+    pub failed_back: watch::Receiver<FailedBack>,
 }
 
 /// Runs discovery until `shutdown`, publishing every change of the routes on `routes`.
@@ -60,11 +63,13 @@ pub async fn run<C: Clusters>(
     let interval = ctx.interval;
     let mut leader = ctx.leader.clone();
     let mut failed_over = ctx.failed_over.clone();
+    let mut failed_back = ctx.failed_back.clone();
     let mut discovery = Discovery::new(ctx);
     loop {
         let led = *leader.borrow_and_update();
         // A change seen by this pass wakes no other.
         failed_over.borrow_and_update();
+        failed_back.borrow_and_update();
         // Passes begin every interval, however long one takes (at 10,000 topics a pass,
         // its config-sync slice included, takes about a second: counted from its end, a
         // new topic waited that much longer).
@@ -84,6 +89,8 @@ pub async fn run<C: Clusters>(
             // A failover stops its topics now, not an interval later; the control topic
             // read for the first time lets a held first pass run at once.
             Ok(()) = failed_over.changed() => {}
+            // A failback starts its topic now too.
+            Ok(()) = failed_back.changed() => {}
         }
     }
 }
@@ -191,7 +198,10 @@ impl<C: Clusters> Discovery<C> {
         }
         let listed = began.elapsed();
         self.decide_new(&source).await;
-        let mut plan = rules::plan(&source, &target, &self.decisions, &self.mirrored);
+        let failed_back = self.ctx.failed_back.borrow().clone();
+        let decisions = rules::with_failed_back(&self.decisions, &failed_back);
+        let mut plan = rules::plan(&source, &target, &decisions, &self.mirrored);
+        rules::start_failed_back(&mut plan.mirror, &failed_back);
         // Claimed first: a failed-over topic's target name stays this flow's (its
         // applications write there now), so no other flow of the daemon takes it.
         self.refuse_claimed(&mut plan);

@@ -432,6 +432,8 @@ impl Shard {
                     (Some(target), Some(source)) => Some(target.max(source)),
                     (target, source) => target.or(source),
                 };
+                // None stored: a topic failed back starts where the failover left it.
+                let at = at.or_else(|| routes.get(&p.source)?.start_of(p.partition));
                 let key = self.ledger.add(&p.source, p.partition, &p.target, at);
                 self.syncs.register(
                     key,

@@ -226,6 +226,12 @@ impl Book {
         self.routes.keys().cloned().collect()
     }
 
+    /// Where the partition `topic`/`partition` starts without stored progress, if its
+    /// route says (a topic failed back).
+    pub fn route_start(&self, topic: &str, partition: i32) -> Option<i64> {
+        self.routes.get(topic)?.start_of(partition)
+    }
+
     /// The group's stored position of the partition `topic`/`partition` when it was
     /// assigned: the first record handed out is checked against it (see [`truncation`]).
     pub fn expect(&mut self, topic: &str, partition: i32, stored: i64) {

@@ -73,17 +73,28 @@ impl Core {
                 let mut positions = Vec::new();
                 // Partitions whose stored progress could not be read: not "none stored".
                 let mut unknown = Vec::new();
+                // None stored, and the route says where they start (failed back).
+                let mut routed = Vec::new();
                 for e in stored.elements() {
                     if e.error().is_err() {
                         unknown.push((e.topic().to_string(), e.partition(), -1));
                     } else if let Offset::Offset(at) = e.offset() {
                         self.book.expect(e.topic(), e.partition(), at);
                         positions.push((e.topic().to_string(), e.partition(), at));
+                    } else if let Some(at) = self.book.route_start(e.topic(), e.partition()) {
+                        tracing::info!(flow = %self.settings.flow, topic = e.topic(), partition = e.partition(), offset = at, "failed back: the partition starts where the failover left it");
+                        self.book.start_from(e.topic(), e.partition(), at, true);
+                        routed.push((e.topic().to_string(), e.partition(), at));
                     }
                 }
                 if self.book.starts_latest() {
                     self.outside_the_log(consumer, &positions);
-                    let known: Vec<_> = positions.iter().chain(&unknown).cloned().collect();
+                    let known: Vec<_> = positions
+                        .iter()
+                        .chain(&unknown)
+                        .chain(&routed)
+                        .cloned()
+                        .collect();
                     self.start_at_the_end(consumer, tpl, &known);
                 }
             }

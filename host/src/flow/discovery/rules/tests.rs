@@ -325,3 +325,53 @@ fn an_instance_that_does_not_lead_routes_only_what_the_target_has() {
     );
     assert_eq!(p.mirror["same"].partitions, 1);
 }
+
+/// `kmirror failback`: a topic the policy skips (it came from this flow's target) is
+/// mirrored into the topic it was mirrored from, each partition starting where the
+/// failover left it; the other decisions stand.
+#[test]
+fn a_failed_back_topic_is_mirrored_home_from_where_the_failover_left_it() {
+    use crate::flow::cutover::control::TopicFailedBack;
+    let decisions: BTreeMap<String, Decision> = [
+        (
+            "primary.orders".to_string(),
+            Decision::Skip(SkipReason::Cycle),
+        ),
+        ("logs".to_string(), Decision::Mirror("backup.logs".into())),
+    ]
+    .into();
+    assert!(matches!(
+        with_failed_back(&decisions, &BTreeMap::new()),
+        std::borrow::Cow::Borrowed(_)
+    ));
+    let back: BTreeMap<String, TopicFailedBack> = [(
+        "primary.orders".to_string(),
+        TopicFailedBack {
+            target_topic: "orders".into(),
+            at_ms: 1,
+            from: [(0, 120), (1, 80)].into(),
+            quarantine_topic: "kmirror-quarantine.orders.internal".into(),
+            quarantined: BTreeMap::new(),
+        },
+    )]
+    .into();
+    let all = with_failed_back(&decisions, &back);
+    let source = snap(&[("primary.orders", 2), ("logs", 1)]);
+    let target = snap(&[("orders", 2)]);
+    let mut p = plan(&source, &target, &all, &Routes::new());
+    start_failed_back(&mut p.mirror, &back);
+    let orders = &p.mirror["primary.orders"];
+    assert_eq!((orders.target.as_str(), orders.partitions), ("orders", 2));
+    assert_eq!(
+        (orders.start_of(0), orders.start_of(1)),
+        (Some(120), Some(80))
+    );
+    assert_eq!(p.mirror["logs"].start, None);
+    assert!(
+        !p.actions
+            .iter()
+            .any(|a| matches!(a, Action::CreateTopic { target, .. } if target == "orders")),
+        "the topic it goes home to exists: {:?}",
+        p.actions
+    );
+}

@@ -216,6 +216,7 @@ async fn a_new_leader_runs_a_pass_at_once() {
         leader,
         claims: TargetClaims::default(),
         failed_over: none_failed_over(),
+        failed_back: watch::channel(Arc::default()).1,
     };
     let telemetry = ctx.telemetry.clone();
     let (routes, _) = watch::channel(Routes::new());
@@ -268,6 +269,7 @@ fn harness(source: &[(&str, i32)], claims: TargetClaims, flow: &str) -> Harness 
         leader,
         claims,
         failed_over,
+        failed_back: watch::channel(Arc::default()).1,
     };
     let (routes, _) = watch::channel(Routes::new());
     Harness {
