@@ -184,12 +184,15 @@ async fn failback(
             READER,
         )
         .map_err(|e| (2, e.to_string()))?;
+    let on_b_listed = b.topics().await.map_err(|e| (2, e.to_string()))?;
     let mut plans = Vec::new();
     for (topic, route) in &o.routes {
-        if let Some(done) = home.failed_back.get(&route.target) {
+        // Its name on B as the failover recorded it.
+        let on_b = state.topics[topic].target_topic.clone();
+        if let Some(done) = home.failed_back.get(&on_b) {
             plans.push(TopicPlan {
                 topic: topic.clone(),
-                on_b: route.target.clone(),
+                on_b,
                 partitions: Vec::new(),
                 done: Some(done.clone()),
             });
@@ -207,22 +210,65 @@ async fn failback(
                     format!("the end of {topic}[{p}] on {} is unknown", a.alias),
                 )
             })?;
-            let mirrored = pos.mirrored.unwrap_or(0);
-            let resume = resume_at(&store, &reader, (topic, p), mirrored).await?;
+            let (resume, tail_from) = resume_at(&store, &reader, (topic, p), pos.mirrored).await?;
+            if end < tail_from {
+                return Err((
+                    1,
+                    format!(
+                        "{topic}[{p}] ends at {end} on {}, before what was mirrored ({tail_from}): its log was rewritten (recreated?); nothing was changed",
+                        a.alias
+                    ),
+                ));
+            }
             partitions.push(PartitionPlan {
                 partition: p,
                 resume,
-                tail: (mirrored, end.max(mirrored)),
+                tail: (tail_from, end),
+            });
+        }
+        // Partitions B's topic gained in its era: all of them is B's era.
+        let grown = on_b_listed.get(&on_b).copied().unwrap_or(0);
+        for p in route.partitions..grown {
+            partitions.push(PartitionPlan {
+                partition: p,
+                resume: 0,
+                tail: (0, 0),
             });
         }
         plans.push(TopicPlan {
             topic: topic.clone(),
-            on_b: route.target.clone(),
+            on_b,
             partitions,
             done: None,
         });
     }
-    show(&plans, &a, &b);
+    show(&plans, &a, &b, args.json);
+    // The groups failed back: the ones named, else the ones the failover moved to B (a
+    // group that stayed on A, its offsets synced to B, must not be moved past A's tail).
+    let groups: Vec<String> = if args.groups.is_empty() {
+        state.groups.keys().cloned().collect()
+    } else {
+        args.groups.clone()
+    };
+    if groups.is_empty() {
+        return Err((
+            2,
+            "no consumer group was failed over with these topics: name the groups to fail back with --groups".into(),
+        ));
+    }
+    let fresh: Vec<&TopicPlan> = plans.iter().filter(|p| p.done.is_none()).collect();
+    if args.now && !fresh.is_empty() {
+        return Err((
+            2,
+            format!(
+                "--now would stop the reverse flow before it mirrored anything of {}'s era; run without it (the wait is bounded by --wait), and with --now afterwards if need be",
+                b.alias
+            ),
+        ));
+    }
+    if !fresh.is_empty() {
+        refuse_stored_progress(&b, &reverse, &fresh).await?;
+    }
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);
     }
@@ -232,7 +278,8 @@ async fn failback(
             continue;
         }
         let quarantine_topic = quarantine_topic(&plan.topic);
-        let quarantined = quarantine(&a, &reader, plan, &quarantine_topic, &reverse).await?;
+        let quarantined =
+            quarantine(&a, &reader, plan, &quarantine_topic, (&reverse, args.json)).await?;
         let entry = TopicFailedBack {
             target_topic: plan.topic.clone(),
             at_ms: now_ms(),
@@ -249,9 +296,12 @@ async fn failback(
             .send(control::failback_key(&plan.on_b).as_bytes(), &value, None)
             .await
             .map_err(|e| (1, e.to_string()))?;
-        println!(
-            "failing back {} -> {}: flow {} mirrors it into {} from where the failover left it",
-            plan.on_b, plan.topic, reverse.name, plan.topic
+        say(
+            args.json,
+            &format!(
+                "failing back {} -> {}: flow {} mirrors it into {} from where the failover left it",
+                plan.on_b, plan.topic, reverse.name, plan.topic
+            ),
         );
     }
     // The rest is the reverse flow's failover of those topics.
@@ -259,36 +309,77 @@ async fn failback(
         config: args.config.clone(),
         flow: reverse.name.clone(),
         topics: plans.iter().map(|p| p.on_b.clone()).collect(),
-        groups: args.groups.clone(),
+        groups,
         dry_run: false,
         now: args.now,
         wait: args.wait,
         json: args.json,
     };
-    println!(
-        "failing over {} (waiting for the daemon to mirror the failed-back topics)",
-        reverse.name
+    say(
+        args.json,
+        &format!(
+            "failing over {} (waiting for the daemon to mirror the failed-back topics)",
+            reverse.name
+        ),
     );
     cutover::failover(reverse, &failover).await
 }
 
-/// Where B's era of a partition begins on B: the target offset after the last record the
-/// failover left mirrored (`mirrored` is the next source offset it would have mirrored),
-/// from the exact offset map; 0 when nothing was mirrored. What lies between the last
-/// placed record and `mirrored` on A must be no record (transaction markers, aborted
-/// records), or the map cannot say and the partition is refused.
+/// A line of progress: on standard output, or standard error under `--json` (whose output
+/// is the failover step's one object).
+fn say(json: bool, line: &str) {
+    if json {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+}
+
+/// Refuses when the reverse flow has stored progress for a topic about to be failed back:
+/// it would go on from there, not from where the failover left the topic (a second round,
+/// or a policy under which it mirrored the topic before). Such progress is the operator's
+/// to remove (`kmirror offsets`), knowingly.
+async fn refuse_stored_progress(
+    b: &Cluster,
+    reverse: &ResolvedFlow,
+    plans: &[&TopicPlan],
+) -> Result<(), Failed> {
+    let group = crate::flow::progress_group(&reverse.source.alias, &reverse.target.alias);
+    let client = b.group_client(&group).map_err(|e| (2, e.to_string()))?;
+    let partitions: Vec<(String, i32)> = plans
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.on_b.clone(), p.partition)))
+        .collect();
+    let stored = b
+        .committed(&client, &group, &partitions)
+        .await
+        .map_err(|e| (2, e.to_string()))?;
+    if let Some(c) = stored.first() {
+        return Err((
+            1,
+            format!(
+                "flow {} has stored progress for {}[{}] (offset {}) in its group {group} on {}: it would mirror from there, not from where the failover left the topic; nothing was changed (remove that progress first if it is stale)",
+                reverse.name, c.topic, c.partition, c.offset, b.alias
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Where B's era of a partition begins on B, and where A's divergent tail begins on A.
+/// The newest offset sync names the last record that reached B (a graceful stop flushes
+/// it; the offset-syncs topic is compacted, so it outlives the flow's stored progress,
+/// which the broker expires once nobody commits it): B's era begins just after that
+/// record's copy, A's tail just after the record. Stored progress past it (`mirrored`)
+/// is trusted only when what lies between on A is no record (transaction markers, aborted
+/// records); otherwise the map cannot say where those records went and the partition is
+/// refused. No sync at all: nothing was mirrored, unless progress says otherwise.
 async fn resume_at(
     store: &OffsetSyncStore,
     reader: &StreamConsumer,
     (topic, p): (&str, i32),
-    mirrored: i64,
-) -> Result<i64, Failed> {
-    if mirrored == 0 {
-        return Ok(0);
-    }
-    if let Some(at) = store.exact(topic, p, mirrored - 1) {
-        return Ok(at + 1);
-    }
+    mirrored: Option<i64>,
+) -> Result<(i64, i64), Failed> {
     let refused = |why: String| {
         (
             1,
@@ -297,21 +388,32 @@ async fn resume_at(
             ),
         )
     };
-    let Some(last) = store.newest_upstream(topic, p).filter(|u| *u < mirrored) else {
-        return Err(refused(
-            "the offset syncs place no record before it stopped".into(),
-        ));
+    let Some(last) = store.newest_upstream(topic, p) else {
+        return match mirrored {
+            None | Some(0) => Ok((0, 0)),
+            Some(m) => Err(refused(format!(
+                "its progress says {m} records were mirrored but no offset sync places one"
+            ))),
+        };
     };
-    let between = read_range(reader, topic, p, last + 1, mirrored)
-        .await
-        .map_err(|e| (1, e))?;
-    match store.exact(topic, p, last) {
-        Some(at) if between.is_empty() => Ok(at + 1),
-        _ => Err(refused(format!(
-            "the offset syncs place its records up to offset {last} only, not the last one mirrored ({})",
-            mirrored - 1
-        ))),
+    let at = store.exact(topic, p, last).ok_or_else(|| {
+        refused(format!(
+            "the newest offset sync does not place offset {last}"
+        ))
+    })?;
+    if let Some(m) = mirrored.filter(|m| *m > last + 1) {
+        let between = read_range(reader, topic, p, last + 1, m)
+            .await
+            .map_err(|e| (1, e))?;
+        if !between.is_empty() {
+            return Err(refused(format!(
+                "the offset syncs place its records up to offset {last} only, not the last one mirrored ({})",
+                m - 1
+            )));
+        }
+        return Ok((at + 1, m));
     }
+    Ok((at + 1, last + 1))
 }
 
 /// The quarantine topic of `topic` (on A).
@@ -333,83 +435,74 @@ async fn home_writer(
     InternalWriter::new(a, topic).map_err(|e| (1, e.to_string()))
 }
 
-/// Copies each partition's divergent tail to the quarantine topic (created with the
-/// topic's partition count), going on after the last record an interrupted run copied.
+/// Copies each partition's divergent tail to the quarantine topic (created, with the
+/// topic's partition count and no retention limit, once there is something to copy),
+/// going on after the last record an interrupted run copied. A's end is read again after
+/// each copy: records written meanwhile (producers not stopped yet) are copied too; a
+/// partition still growing after a few rounds is refused.
 async fn quarantine(
     a: &Cluster,
     reader: &StreamConsumer,
     plan: &TopicPlan,
     quarantine_topic: &str,
-    reverse: &ResolvedFlow,
+    (reverse, json): (&ResolvedFlow, bool),
 ) -> Result<BTreeMap<i32, Quarantined>, Failed> {
+    const ROUNDS: usize = 5;
     let mut out = BTreeMap::new();
-    let tails: Vec<&PartitionPlan> = plan
-        .partitions
-        .iter()
-        .filter(|p| p.tail.1 > p.tail.0)
-        .collect();
-    if tails.is_empty() {
-        return Ok(out);
-    }
-    let spec = TopicSpec {
-        name: quarantine_topic.to_string(),
-        partitions: plan.partitions.len() as i32,
-        replication_factor: reverse.settings.replication_factor,
-        configs: Vec::new(),
-    };
-    for (_, created) in a.create_topics(&[spec]).await {
-        created.map_err(|e| (1, e.to_string()))?;
-    }
-    let producer: FutureProducer = a
-        .producer(&[("enable.idempotence", "true")])
-        .map_err(|e| (1, e.to_string()))?;
-    for p in tails {
-        let (from, to) = p.tail;
-        let copied = already_copied(reader, quarantine_topic, p.partition).await?;
-        let mut at = copied.map_or(from, |o| o + 1).max(from);
-        while at < to {
-            let stretch_end = (at + COPY_STRETCH).min(to);
-            let records = read_range(reader, &plan.topic, p.partition, at, stretch_end)
-                .await
-                .map_err(|e| (1, e))?;
-            for r in &records {
-                let origin = format!("{}/{}/{}", plan.topic, p.partition, r.offset);
-                let mut headers = OwnedHeaders::new();
-                for (k, v) in &r.headers {
-                    headers = headers.insert(Header {
-                        key: k,
-                        value: v.as_deref(),
-                    });
+    let mut producer: Option<FutureProducer> = None;
+    let on_a = a
+        .topics()
+        .await
+        .map_err(|e| (1, e.to_string()))?
+        .get(&plan.topic)
+        .copied()
+        .unwrap_or(0);
+    for p in plan.partitions.iter().filter(|p| p.partition < on_a) {
+        let (from, mut to) = p.tail;
+        let mut rounds = 0;
+        loop {
+            if to > from {
+                if producer.is_none() {
+                    producer = Some(open_quarantine(a, plan, quarantine_topic, reverse).await?);
                 }
-                headers = headers.insert(Header {
-                    key: QUARANTINED_FROM,
-                    value: Some(origin.as_bytes()),
-                });
-                let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(quarantine_topic)
-                    .partition(p.partition)
-                    .headers(headers);
-                if let Some(k) = &r.key {
-                    record = record.key(k);
-                }
-                if let Some(v) = &r.value {
-                    record = record.payload(v);
-                }
-                if let Some(ts) = r.timestamp {
-                    record = record.timestamp(ts);
-                }
-                producer
-                    .send(record, Duration::from_secs(30))
-                    .await
-                    .map_err(|(e, _)| {
-                        (1, format!("copying {origin} to {quarantine_topic}: {e}"))
-                    })?;
+                let producer = producer.as_ref().expect("opened above");
+                let copied = already_copied(reader, quarantine_topic, p.partition).await?;
+                let at = copied.map_or(from, |o| o + 1).max(from);
+                copy(
+                    reader,
+                    producer,
+                    (&plan.topic, p.partition),
+                    (at, to),
+                    quarantine_topic,
+                )
+                .await?;
             }
-            at = stretch_end;
+            let now = end_of(reader, &plan.topic, p.partition).await?;
+            if now <= to {
+                break;
+            }
+            rounds += 1;
+            if rounds >= ROUNDS {
+                return Err((
+                    1,
+                    format!(
+                        "{}[{}] keeps growing on {} ({now} records now): stop its producers, then run the failback again (it goes on where it stopped)",
+                        plan.topic, p.partition, a.alias
+                    ),
+                ));
+            }
+            to = now;
+        }
+        if to <= from {
+            continue;
         }
         let records = end_of(reader, quarantine_topic, p.partition).await?;
-        println!(
-            "{}[{}]: its divergent tail, offsets {from}..{to}, is in {quarantine_topic} ({records} record(s))",
-            plan.topic, p.partition
+        say(
+            json,
+            &format!(
+                "{}[{}]: its divergent tail, offsets {from}..{to}, is in {quarantine_topic} ({records} record(s))",
+                plan.topic, p.partition
+            ),
         );
         out.insert(
             p.partition,
@@ -421,6 +514,87 @@ async fn quarantine(
         );
     }
     Ok(out)
+}
+
+/// Creates the quarantine topic (kept until deleted: it may be the only copy of the tail)
+/// and a producer to it.
+async fn open_quarantine(
+    a: &Cluster,
+    plan: &TopicPlan,
+    quarantine_topic: &str,
+    reverse: &ResolvedFlow,
+) -> Result<FutureProducer, Failed> {
+    let spec = TopicSpec {
+        name: quarantine_topic.to_string(),
+        partitions: plan.partitions.len() as i32,
+        replication_factor: reverse.settings.replication_factor,
+        configs: vec![
+            ("retention.ms".into(), "-1".into()),
+            ("retention.bytes".into(), "-1".into()),
+        ],
+    };
+    for (_, created) in a.create_topics(&[spec]).await {
+        created.map_err(|e| (1, e.to_string()))?;
+    }
+    a.producer(&[("enable.idempotence", "true")])
+        .map_err(|e| (1, e.to_string()))
+}
+
+/// Copies the records of `topic`[`partition`] at offsets `from..to` to the same partition
+/// of `quarantine_topic`, in order, each with a header naming its origin.
+async fn copy(
+    reader: &StreamConsumer,
+    producer: &FutureProducer,
+    (topic, partition): (&str, i32),
+    (from, to): (i64, i64),
+    quarantine_topic: &str,
+) -> Result<(), Failed> {
+    let mut at = from;
+    while at < to {
+        let stretch_end = (at + COPY_STRETCH).min(to);
+        let records = read_range(reader, topic, partition, at, stretch_end)
+            .await
+            .map_err(|e| (1, e))?;
+        let origins: Vec<String> = records
+            .iter()
+            .map(|r| format!("{topic}/{partition}/{}", r.offset))
+            .collect();
+        // Sent together (the idempotent producer keeps their order), awaited together.
+        let sends = records.iter().zip(&origins).map(|(r, origin)| {
+            let mut headers = OwnedHeaders::new();
+            for (k, v) in &r.headers {
+                headers = headers.insert(Header {
+                    key: k,
+                    value: v.as_deref(),
+                });
+            }
+            headers = headers.insert(Header {
+                key: QUARANTINED_FROM,
+                value: Some(origin.as_bytes()),
+            });
+            let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(quarantine_topic)
+                .partition(partition)
+                .headers(headers);
+            if let Some(k) = &r.key {
+                record = record.key(k);
+            }
+            if let Some(v) = &r.value {
+                record = record.payload(v);
+            }
+            if let Some(ts) = r.timestamp {
+                record = record.timestamp(ts);
+            }
+            async move {
+                producer
+                    .send(record, Duration::from_secs(60))
+                    .await
+                    .map_err(|(e, _)| (1, format!("copying {origin} to {quarantine_topic}: {e}")))
+            }
+        });
+        futures::future::try_join_all(sends).await?;
+        at = stretch_end;
+    }
+    Ok(())
 }
 
 /// The origin offset of the last record in the quarantine partition, if any.
@@ -464,31 +638,32 @@ async fn end_of(reader: &StreamConsumer, topic: &str, partition: i32) -> Result<
     }
 }
 
-fn show(plans: &[TopicPlan], a: &Cluster, b: &Cluster) {
+fn show(plans: &[TopicPlan], a: &Cluster, b: &Cluster, json: bool) {
+    let out = |line: String| say(json, &line);
     for plan in plans {
         if let Some(done) = &plan.done {
-            println!(
+            out(format!(
                 "{} -> {}: failed back already (its tail in {})",
                 plan.on_b, plan.topic, done.quarantine_topic
-            );
+            ));
             continue;
         }
-        println!(
+        out(format!(
             "{} on {} goes home to {} on {}:",
             plan.on_b, b.alias, plan.topic, a.alias
-        );
-        println!(
+        ));
+        out(format!(
             "  {:>4}  {:>20}  {:>12}  {:>10}",
             "part", "divergent tail on A", "tail offsets", "B from"
-        );
+        ));
         for p in &plan.partitions {
-            println!(
+            out(format!(
                 "  {:>4}  {:>20}  {:>12}  {:>10}",
                 p.partition,
                 format!("{}..{}", p.tail.0, p.tail.1),
                 p.tail.1 - p.tail.0,
                 p.resume
-            );
+            ));
         }
     }
 }

@@ -171,12 +171,28 @@ pub(super) async fn mirrored(
         .map_err(|e| format!("deciding the source topics: {e}"))?;
     // Topics failed back into this flow's target (`kmirror failback`) are mirrored too.
     let control = crate::flow::cutover::control_topic(&flow.source.alias);
-    let failed_back = crate::flow::cutover::control::read(target, &control, READ_TIMEOUT)
+    let failed_back = match crate::flow::cutover::control::read(target, &control, READ_TIMEOUT)
         .await
-        .map_err(|e| format!("reading {control}: {e}"))?
-        .unwrap_or_default()
-        .failed_back;
-    let decisions = rules::with_failed_back(&decided.decisions, &failed_back);
+    {
+        Ok(state) => state.unwrap_or_default().failed_back,
+        Err(e) => {
+            eprintln!(
+                "warning: cannot read {control} on cluster {} ({e}): topics failed back into it (kmirror failback) are left out",
+                target.alias
+            );
+            Default::default()
+        }
+    };
+    let mut refused = Vec::new();
+    let decisions = rules::with_failed_back(
+        &decided.decisions,
+        &failed_back,
+        (&listed, &on_target),
+        &mut refused,
+    );
+    for r in &refused {
+        eprintln!("warning: {}", rules::describe(r));
+    }
     let mut routes = rules::plan(&listed, &on_target, &decisions, &Routes::new()).mirror;
     rules::start_failed_back(&mut routes, &failed_back);
     Ok((routes, internal))

@@ -6,6 +6,9 @@ use std::future::Future;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+/// How often a stop that takes long names the tasks not ended yet.
+const STILL_RUNNING_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A flow's tasks, each named for the error a panic becomes.
 #[derive(Default)]
 pub(crate) struct Tasks {
@@ -62,7 +65,29 @@ impl Tasks {
         stop: &CancellationToken,
     ) -> Result<(), FlowError> {
         let mut failure = None;
-        while let Some(joined) = self.set.join_next_with_id().await {
+        let mut done: Vec<tokio::task::Id> = Vec::new();
+        let mut waited = tokio::time::interval(STILL_RUNNING_EVERY);
+        waited.reset();
+        loop {
+            let joined = tokio::select! {
+                joined = self.set.join_next_with_id() => joined,
+                _ = waited.tick(), if stop.is_cancelled() => {
+                    // A stop that takes long: which tasks hold it up.
+                    let running: Vec<&str> = self
+                        .names
+                        .iter()
+                        .filter(|(id, _)| !done.contains(id))
+                        .map(|(_, n)| *n)
+                        .collect();
+                    tracing::warn!(flow, tasks = %running.join(", "), "the flow is stopping; these tasks have not ended yet");
+                    continue;
+                }
+            };
+            let Some(joined) = joined else { break };
+            done.push(match &joined {
+                Ok((id, ())) => *id,
+                Err(e) => e.id(),
+            });
             let Err(e) = joined else { continue };
             if e.is_cancelled() {
                 continue;

@@ -271,6 +271,16 @@ pub enum Problem {
         /// Why.
         error: String,
     },
+    /// A failback entry (`kmirror failback`) this flow cannot follow: the topic is not
+    /// mirrored home.
+    FailbackRefused {
+        /// The source topic.
+        source: String,
+        /// The target topic the entry names.
+        target: String,
+        /// Why.
+        why: String,
+    },
     /// Another flow of this daemon mirrors into the same target topic: neither does.
     OtherFlow {
         /// The source topic.
@@ -293,6 +303,7 @@ pub fn degrades(problem: &Problem) -> bool {
             | Problem::ConfigSyncFailed { .. }
             | Problem::OtherFlow { .. }
             | Problem::Collision { .. }
+            | Problem::FailbackRefused { .. }
     )
 }
 
@@ -310,6 +321,7 @@ pub fn concerns(
         | Problem::SourceShrank { source, .. }
         | Problem::CreateFailed { source, .. }
         | Problem::ConfigsUnreadable { source, .. }
+        | Problem::FailbackRefused { source, .. }
         | Problem::OtherFlow { source, .. } => withheld(source),
         Problem::Collision { sources, .. } => sources.iter().all(|s| withheld(s)),
         Problem::TargetLarger { target, .. }
@@ -482,6 +494,11 @@ pub fn describe(problem: &Problem) -> String {
         Problem::ConfigSyncFailed { target, error } => {
             format!("the configs of target topic {target} could not be synced: {error}")
         }
+        Problem::FailbackRefused {
+            source,
+            target,
+            why,
+        } => format!("source topic {source} is not failed back into {target}: {why}"),
         Problem::OtherFlow {
             source,
             target,
@@ -494,18 +511,54 @@ pub fn describe(problem: &Problem) -> String {
 }
 
 /// The decisions with the topics failed back (`kmirror failback`) mirrored into the topic
-/// each was mirrored from, whatever the flow's topic filter and replication policy said of
-/// it (they skip it: it came from this flow's target). Borrowed when none is.
+/// each was mirrored from, though the flow's topic filter or replication policy skip it
+/// (it came from this flow's target); borrowed when there is none. An entry is followed
+/// only when it is sound — its target topic exists on the target and is a valid name, the
+/// flow does not mirror the source topic elsewhere already, its start covers every
+/// partition with an offset — and otherwise refused with a problem (a foreign or damaged
+/// record never moves a mirrored topic, creates a topic, or copies a history again).
 pub fn with_failed_back<'a>(
     decisions: &'a BTreeMap<String, Decision>,
     failed_back: &BTreeMap<String, TopicFailedBack>,
+    (source, target): (&Snapshot, &Snapshot),
+    problems: &mut Vec<Problem>,
 ) -> std::borrow::Cow<'a, BTreeMap<String, Decision>> {
     if failed_back.is_empty() {
         return std::borrow::Cow::Borrowed(decisions);
     }
     let mut all = decisions.clone();
     for (topic, back) in failed_back {
-        all.insert(topic.clone(), Decision::Mirror(back.target_topic.clone()));
+        let Some(partitions) = source.get(topic) else {
+            continue; // not on the source (now): nothing to mirror
+        };
+        let why = match decisions.get(topic) {
+            Some(Decision::Mirror(t)) if *t != back.target_topic => {
+                Some(format!("the flow mirrors it to {t} already"))
+            }
+            Some(Decision::Skip(SkipReason::Internal | SkipReason::InvalidName(_))) => {
+                Some("the replication policy calls it internal or names it unusably".into())
+            }
+            _ if invalid_topic_name(&back.target_topic).is_some() => {
+                Some("that is not a valid topic name".into())
+            }
+            _ if !target.contains_key(&back.target_topic) => {
+                Some("it does not exist on the target (a failback never creates it)".into())
+            }
+            _ if (0..*partitions).any(|p| back.from.get(&p).is_none_or(|at| *at < 0)) => {
+                Some("its entry does not say where every partition starts".into())
+            }
+            _ => None,
+        };
+        match why {
+            Some(why) => problems.push(Problem::FailbackRefused {
+                source: topic.clone(),
+                target: back.target_topic.clone(),
+                why,
+            }),
+            None => {
+                all.insert(topic.clone(), Decision::Mirror(back.target_topic.clone()));
+            }
+        }
     }
     std::borrow::Cow::Owned(all)
 }

@@ -199,8 +199,15 @@ impl<C: Clusters> Discovery<C> {
         let listed = began.elapsed();
         self.decide_new(&source).await;
         let failed_back = self.ctx.failed_back.borrow().clone();
-        let decisions = rules::with_failed_back(&self.decisions, &failed_back);
+        let mut refused = Vec::new();
+        let decisions = rules::with_failed_back(
+            &self.decisions,
+            &failed_back,
+            (&source, &target),
+            &mut refused,
+        );
         let mut plan = rules::plan(&source, &target, &decisions, &self.mirrored);
+        plan.problems.extend(refused);
         rules::start_failed_back(&mut plan.mirror, &failed_back);
         // Claimed first: a failed-over topic's target name stays this flow's (its
         // applications write there now), so no other flow of the daemon takes it.

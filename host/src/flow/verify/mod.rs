@@ -157,10 +157,11 @@ pub struct Carried {
 }
 
 /// [`compare`], where `linked(a, b)` says whether the map links placed source records `a`
-/// and `b` (one writer's contiguous run, or consecutive syncs of one writer session): the
-/// target records between two placed records it does not link are not judged either — a
-/// writer that crashed or handed over left copies there the next writer mirrored again
-/// (duplicates of an at-least-once restart), not records of another writer.
+/// and `b` (one writer's contiguous run, or consecutive syncs of one writer session).
+/// Between two placed records it does not link, a writer that crashed or handed over may
+/// have left copies the next writer mirrored again (the duplicates of an at-least-once
+/// restart): target records there equal, in order, to the source records from `b` on are
+/// those copies (not judged); any other is extra.
 pub fn compare_linked(
     source: impl IntoIterator<Item = Seen>,
     target: impl IntoIterator<Item = Seen>,
@@ -183,7 +184,8 @@ pub fn compare_linked(
             }
         }
     };
-    for s in source {
+    let source: Vec<Seen> = source.into_iter().collect();
+    for (i, s) in source.iter().enumerate() {
         if covered_to.is_none_or(|c| s.offset > c) {
             report.not_covered += 1;
             continue;
@@ -194,10 +196,25 @@ pub fn compare_linked(
             continue;
         };
         // Target records before the one this record maps to: no source record's, or the
-        // copies of unplaced ones (or of a writer the map does not link to this one).
-        let unjudged = unplaced || last_placed.is_some_and(|l| !linked(l, s.offset));
-        while let Some(t) = target.next_if(|t| t.offset < at) {
-            skipped(&mut report, t.offset, unjudged);
+        // copies of unplaced ones.
+        if unplaced {
+            while let Some(t) = target.next_if(|t| t.offset < at) {
+                skipped(&mut report, t.offset, true);
+            }
+        } else if last_placed.is_some_and(|l| !linked(l, s.offset)) {
+            // Between two writers the map does not link (a crash, a handover): the first
+            // writer's copies of the records the second mirrored again — this one and the
+            // ones after it, in order — are duplicates; anything else is extra.
+            let mut k = 0;
+            while let Some(t) = target.next_if(|t| t.offset < at) {
+                let copy = source.get(i + k).is_some_and(|r| r.differs(&t).is_none());
+                skipped(&mut report, t.offset, copy);
+                k += 1;
+            }
+        } else {
+            while let Some(t) = target.next_if(|t| t.offset < at) {
+                skipped(&mut report, t.offset, false);
+            }
         }
         unplaced = false;
         last_placed = Some(s.offset);
@@ -443,7 +460,27 @@ mod tests {
             "{report:?}"
         );
         // Linked (one session, as if no crash), the same two records are extra.
-        let report = compare_linked(s, t, map, |_, _| true, Some(13), Carried::default());
+        let report = compare_linked(
+            s.clone(),
+            t.clone(),
+            map,
+            |_, _| true,
+            Some(13),
+            Carried::default(),
+        );
         assert_eq!((report.extra_count, report.extra.clone()), (2, vec![1, 2]));
+        // Not copies of what the second writer mirrored (another writer's records): extra.
+        let mut intruded = t;
+        intruded[2].value = Some(b"intruder".to_vec());
+        let report = compare_linked(s, intruded, map, linked, Some(13), Carried::default());
+        assert_eq!(
+            (
+                report.target_unplaced,
+                report.extra_count,
+                report.extra.clone()
+            ),
+            (1, 1, vec![2]),
+            "{report:?}"
+        );
     }
 }

@@ -340,8 +340,16 @@ fn a_failed_back_topic_is_mirrored_home_from_where_the_failover_left_it() {
         ("logs".to_string(), Decision::Mirror("backup.logs".into())),
     ]
     .into();
+    let source = snap(&[("primary.orders", 2), ("logs", 1)]);
+    let target = snap(&[("orders", 2)]);
+    let mut problems = Vec::new();
     assert!(matches!(
-        with_failed_back(&decisions, &BTreeMap::new()),
+        with_failed_back(
+            &decisions,
+            &BTreeMap::new(),
+            (&source, &target),
+            &mut problems
+        ),
         std::borrow::Cow::Borrowed(_)
     ));
     let back: BTreeMap<String, TopicFailedBack> = [(
@@ -355,9 +363,8 @@ fn a_failed_back_topic_is_mirrored_home_from_where_the_failover_left_it() {
         },
     )]
     .into();
-    let all = with_failed_back(&decisions, &back);
-    let source = snap(&[("primary.orders", 2), ("logs", 1)]);
-    let target = snap(&[("orders", 2)]);
+    let all = with_failed_back(&decisions, &back, (&source, &target), &mut problems);
+    assert!(problems.is_empty(), "{problems:?}");
     let mut p = plan(&source, &target, &all, &Routes::new());
     start_failed_back(&mut p.mirror, &back);
     let orders = &p.mirror["primary.orders"];
@@ -374,4 +381,58 @@ fn a_failed_back_topic_is_mirrored_home_from_where_the_failover_left_it() {
         "the topic it goes home to exists: {:?}",
         p.actions
     );
+}
+
+/// A failback entry that is not sound is refused with a problem, and changes nothing: it
+/// never moves a topic the flow mirrors elsewhere, creates a topic, or starts a partition
+/// it does not place (which would copy its history again).
+#[test]
+fn an_unsound_failback_entry_is_refused_and_changes_nothing() {
+    use crate::flow::cutover::control::TopicFailedBack;
+    let entry = |target: &str, from: &[(i32, i64)]| TopicFailedBack {
+        target_topic: target.into(),
+        at_ms: 1,
+        from: from.iter().copied().collect(),
+        quarantine_topic: "q".into(),
+        quarantined: BTreeMap::new(),
+    };
+    let decisions: BTreeMap<String, Decision> = [
+        ("primary.a".to_string(), Decision::Skip(SkipReason::Cycle)),
+        ("logs".to_string(), Decision::Mirror("backup.logs".into())),
+    ]
+    .into();
+    let source = snap(&[("primary.a", 2), ("logs", 1)]);
+    let target = snap(&[("a", 2), ("backup.logs", 1), ("elsewhere", 1)]);
+    for (topic, e, want) in [
+        (
+            "logs",
+            entry("elsewhere", &[(0, 0)]),
+            "mirrors it to backup.logs",
+        ),
+        (
+            "primary.a",
+            entry("gone", &[(0, 1), (1, 1)]),
+            "does not exist on the target",
+        ),
+        ("primary.a", entry("a", &[(0, 1)]), "every partition"),
+        (
+            "primary.a",
+            entry("a", &[(0, 1), (1, -2)]),
+            "every partition",
+        ),
+        (
+            "primary.a",
+            entry("bad name!", &[(0, 1), (1, 1)]),
+            "not a valid topic name",
+        ),
+    ] {
+        let back: BTreeMap<String, TopicFailedBack> = [(topic.to_string(), e)].into();
+        let mut problems = Vec::new();
+        let all = with_failed_back(&decisions, &back, (&source, &target), &mut problems);
+        assert_eq!(*all, decisions, "{want}");
+        assert_eq!(problems.len(), 1, "{want}");
+        let text = describe(&problems[0]);
+        assert!(text.contains(want), "{text}");
+        assert!(degrades(&problems[0]));
+    }
 }
