@@ -294,6 +294,7 @@ pub fn render(telemetry: &Telemetry) -> String {
     let generation = Family::<MemberLabel, Gauge>::default();
     let placed = Family::<PlacementLabel, Gauge>::default();
     let rereads = Family::<GroupLabel, Gauge>::default();
+    let tail = Family::<GroupLabel, Gauge>::default();
     let active = Family::<GroupLabel, Gauge>::default();
     let audited = Family::<AuditLabel, PromCounter>::default();
     let audit_passes = Family::<FlowLabel, PromCounter>::default();
@@ -357,6 +358,7 @@ pub fn render(telemetry: &Telemetry) -> String {
                 group: group.clone(),
             };
             rereads.get_or_create(&label).set(g.rereads);
+            tail.get_or_create(&label).set(g.tail);
             if let Some(a) = g.active_on_target {
                 active.get_or_create(&label).set(i64::from(a));
             }
@@ -448,6 +450,11 @@ pub fn render(telemetry: &Telemetry) -> String {
         "group_failover_rereads",
         "Records a consumer group would re-read on the target if it failed over now",
         rereads,
+    );
+    registry.register(
+        "group_failover_tail_records",
+        "Records behind a consumer group's position on the source that the offset syncs do not place on the target yet (not mirrored, or mirrored within the last offset flush): what a failover now would leave behind, at most",
+        tail,
     );
     registry.register(
         "group_active_on_target",
@@ -635,6 +642,7 @@ mod tests {
                     exact: 3,
                     approximate: 1,
                     rereads: 42,
+                    tail: 7,
                     active_on_target: Some(true),
                 },
             );
@@ -649,6 +657,7 @@ mod tests {
             r#"kmirror_group_failover_partitions{flow="a->b",group="app",placement="approximate"} 1"#,
             r#"kmirror_group_failover_partitions{flow="a->b",group="app",placement="unplaced"} 1"#,
             r#"kmirror_group_failover_rereads{flow="a->b",group="app"} 42"#,
+            r#"kmirror_group_failover_tail_records{flow="a->b",group="app"} 7"#,
             r#"kmirror_group_active_on_target{flow="a->b",group="app"} 1"#,
         ] {
             assert!(text.contains(line), "{line} missing:\n{text}");

@@ -185,7 +185,8 @@ fn a_failover_interrupted_twice_goes_on_where_it_stopped() {
     // The leader's checkpoint pass places every group too, in /metrics.
     wait_for("app placed exactly in /metrics", T, || {
         let m = http_text(&status, "/metrics")?;
-        m.contains(r#"kmirror_group_failover_partitions{flow="primary->backup",group="app",placement="exact"} 2"#)
+        (m.contains(r#"kmirror_group_failover_partitions{flow="primary->backup",group="app",placement="exact"} 2"#)
+            && m.contains(r#"kmirror_group_failover_tail_records{flow="primary->backup",group="app"} 0"#))
             .then_some(())
     });
 

@@ -1366,7 +1366,7 @@ fn the_background_audit_finds_what_the_target_gained_or_lost() {
 
 /// `kmirror verify` (issue 37 item 4): a faithful mirror compares equal record by record
 /// through the offset syncs (exit 0); a record added to the target between mirrored ones,
-/// and records deleted from the target, are each found and named (exit 1).
+/// a record changed there, and records deleted from it, are each found and named (exit 1).
 #[test]
 fn verify_compares_every_record_and_names_what_the_target_gained_or_lost() {
     let (primary, backup) = kafka_pair();
@@ -1412,9 +1412,63 @@ fn verify_compares_every_record_and_names_what_the_target_gained_or_lost() {
         "{text}"
     );
 
-    // The first 10 records of target partition 1 deleted.
+    // A record changed on the target. Kafka never rewrites a record in place, so the
+    // topic is recreated by hand, its records written again at the same offsets, one
+    // value changed (the daemon stopped meanwhile).
+    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
+    let copies = dst.read_all("primary.orders", 2, 221, T);
+    assert_eq!(copies.len(), 221);
+    dst.delete_topic("primary.orders");
+    wait_for("the topic deleted", T, || {
+        dst.partitions("primary.orders").is_none().then_some(())
+    });
+    dst.create_topic("primary.orders", 2);
+    // A new client: the old one's metadata knew the deleted topic.
+    let dst = Client::new(&backup.addr);
+    wait_for("the topic created again", T, || {
+        (dst.partitions("primary.orders") == Some(2)).then_some(())
+    });
+    for p in 0..2 {
+        let mut part: Vec<&Rec> = copies.iter().filter(|r| r.partition == p).collect();
+        part.sort_by_key(|r| r.offset);
+        for r in part {
+            let value = if p == 1 && r.offset == 3 {
+                b"changed".to_vec()
+            } else {
+                r.value.clone().unwrap_or_default()
+            };
+            let headers: Vec<(&str, &[u8])> = r
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_deref().unwrap_or_default()))
+                .collect();
+            dst.produce(
+                "primary.orders",
+                p,
+                r.key.as_deref().unwrap_or_default(),
+                &value,
+                &headers,
+                r.timestamp.expect("a timestamp"),
+            );
+        }
+    }
+    dst.flush();
+    let (code, totals, out) = verified(&config).expect("verify runs");
+    assert_eq!((code, totals), (Some(1), [219, 1, 0, 1, 0]), "{out}");
+    let (_, text, _) = kmirror_cli(&[
+        "verify",
+        "--config",
+        config.to_str().expect("path"),
+        "--flow",
+        "primary->backup",
+    ]);
+    assert!(
+        text.contains("orders[1] source offset 3: target offset 3 differs in its value"),
+        "{text}"
+    );
+
+    // The first 10 records of target partition 1 deleted (the changed one among them).
     dst.delete_records("primary.orders", 1, 10);
     let (code, totals, out) = verified(&config).expect("verify runs");
     assert_eq!((code, totals), (Some(1), [210, 0, 10, 1, 0]), "{out}");
-    assert_eq!(k.stop(), Some(0), "log:\n{}", k.logs());
 }

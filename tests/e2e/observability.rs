@@ -214,7 +214,8 @@ fn the_dashboard_and_the_alerts_work_against_a_real_prometheus() {
     let flows = flow_table(
         "primary",
         "backup",
-        "replication_policy = { plugin = \"default_policy.wasm\" }",
+        // The audit on too: the rules and the dashboard name its series.
+        "replication_policy = { plugin = \"default_policy.wasm\" }\naudit_interval = \"1s\"",
     );
     let cfg = config_file(
         dir.path(),
@@ -242,7 +243,7 @@ fn the_dashboard_and_the_alerts_work_against_a_real_prometheus() {
             .iter()
             .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
             .collect();
-        (rules.len() == 9).then_some(rules)
+        (rules.len() == 10).then_some(rules)
     });
     let queries = dashboard_queries();
     let named = metric_names(

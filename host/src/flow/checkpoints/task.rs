@@ -336,6 +336,11 @@ impl Checkpointer {
                     ..GroupStatus::default()
                 };
                 for c in &committed {
+                    // Records behind the group's position the syncs do not place yet: not
+                    // mirrored, or mirrored within the last flush.
+                    if let Some(newest) = store.newest_upstream(&c.topic, c.partition) {
+                        placed.tail += (c.offset - newest - 1).max(0);
+                    }
                     match store.translate_rereads(&c.topic, c.partition, c.offset) {
                         Some((_, Some(0))) => placed.exact += 1,
                         Some((_, rereads)) => {

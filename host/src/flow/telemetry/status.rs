@@ -254,6 +254,9 @@ pub struct GroupStatus {
     pub approximate: usize,
     /// Records it would re-read on the target, where known.
     pub rereads: i64,
+    /// Records behind its position the offset syncs do not place yet: not mirrored, or
+    /// mirrored within the last offset flush (an upper bound of the unmirrored tail).
+    pub tail: i64,
     /// Whether it has members on the target (its offsets are not synced there); `None`
     /// until the group offset sync looked (it is off, or has not run yet).
     pub active_on_target: Option<bool>,
